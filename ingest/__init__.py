@@ -1,0 +1,1 @@
+"""Turn Kineto traces into columnar tables and load them into the graph store."""
