@@ -1,0 +1,143 @@
+"""Structural edges of one rank's keyed events, as Arrow tables (from_id, to_id, props...).
+
+Every function here takes the events of ONE rank, so no edge can join two ranks; collectives,
+the one cross-rank structure, are matched in `collectives.py`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# Tie-break for ranges with identical bounds: the outer one comes first.
+_NESTING_PRIORITY = {
+    "user_annotation": 0, "python_function": 1, "cpu_op": 2, "Operator": 2, "overhead": 3,
+    "cuda_runtime": 4, "Runtime": 4, "mtia_runtime": 4, "cuda_driver": 5,
+}
+LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
+
+
+def _filled(column: pa.ChunkedArray | pa.Array, value: int = -1) -> np.ndarray:
+    return pc.fill_null(column, value).to_numpy().astype(np.int64, copy=False)
+
+
+def call_edges(events: pa.Table) -> pa.Table:
+    """CALLS: each CPU range → the ranges directly nested in it on the same (pid, tid).
+
+    The parent of a range is the nearest earlier range (by start, longer first) on its thread
+    that ends no earlier than it does; found for all ranges at once by pointer jumping.
+    """
+    cpu = events.filter(pc.is_in(events["label"], pa.array(["Op", "Runtime"])))
+    n = cpu.num_rows
+    if n < 2:
+        return _edges([], [], cpu, cpu)
+    pid, tid = _filled(cpu["pid"]), _filled(cpu["tid"])
+    start = cpu["ts"].to_numpy()
+    end = start + _filled(cpu["dur"], 0)
+    priority = _filled(_map_priority(cpu["cat"]), 9)
+    order = np.lexsort((cpu["ev_idx"].to_numpy(), priority, -end, start, tid, pid))
+    pid, tid, end = pid[order], tid[order], end[order]
+    new_thread = np.ones(n, dtype=bool)
+    new_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+    parent = np.arange(n, dtype=np.int64) - 1
+    parent[new_thread] = -1
+    pending = np.flatnonzero(parent >= 0)
+    while pending.size:
+        candidate = parent[pending]
+        encloses = end[candidate] >= end[pending]
+        unresolved = pending[~encloses]
+        parent[unresolved] = parent[parent[unresolved]]
+        pending = unresolved[parent[unresolved] >= 0]
+    child = np.flatnonzero(parent >= 0)
+    ids = cpu["id"].to_numpy()[order]
+    labels = cpu["label"].to_numpy(zero_copy_only=False)[order]
+    return pa.table({
+        "from_id": ids[parent[child]], "to_id": ids[child],
+        "from_label": labels[parent[child]], "to_label": labels[child],
+    })
+
+
+def _map_priority(cats: pa.ChunkedArray) -> pa.Array:
+    keys = pa.array(list(_NESTING_PRIORITY), pa.string())
+    values = pa.array(list(_NESTING_PRIORITY.values()), pa.int64())
+    return pc.take(values, pc.index_in(cats, value_set=keys))
+
+
+def _edges(src: list[int], dst: list[int], *_: object) -> pa.Table:
+    return pa.table({
+        "from_id": pa.array(src, pa.int64()), "to_id": pa.array(dst, pa.int64()),
+        "from_label": pa.array([], pa.string()), "to_label": pa.array([], pa.string()),
+    })
+
+
+def launch_edges(events: pa.Table) -> pa.Table:
+    """LAUNCHES: runtime call → GPU activity with its correlation id (one call may launch many
+    kernels: graph launches); where the correlation finds no call, the launch flow
+    (ac2g / async) that ends on the activity."""
+    runtime = events.filter(pc.equal(events["label"], "Runtime"))
+    gpu = events.filter(pc.equal(events["label"], "Kernel"))
+    launcher = _one_call_per_correlation(runtime)
+    by_corr = gpu.select(["id", "correlation"]).rename_columns(["to_id", "correlation"]).join(
+        launcher, "correlation", join_type="inner"
+    )
+    by_corr = by_corr.select(["from_id", "to_id"]).append_column(
+        "via", pa.array(["correlation"] * by_corr.num_rows, pa.string())
+    )
+    unmatched = gpu.filter(pc.invert(pc.is_in(gpu["id"], by_corr["to_id"])))
+    by_flow = _flow_launches(events, runtime, unmatched)
+    return pa.concat_tables([by_corr, by_flow])
+
+
+def _one_call_per_correlation(runtime: pa.Table) -> pa.Table:
+    """correlation → the runtime call that owns it (cuda_runtime before cuda_driver, then first)."""
+    rt = runtime.filter(pc.is_valid(runtime["correlation"]))
+    if rt.num_rows == 0:
+        return pa.table({"correlation": pa.array([], pa.int64()), "from_id": pa.array([], pa.int64())})
+    corr = rt["correlation"].to_numpy()
+    driver = pc.equal(rt["cat"], "cuda_driver").to_numpy(zero_copy_only=False).astype(np.int8)
+    order = np.lexsort((rt["ts"].to_numpy(), driver, corr))
+    _, first = np.unique(corr[order], return_index=True)
+    pick = order[first]
+    return pa.table({"correlation": corr[pick], "from_id": rt["id"].to_numpy()[pick]})
+
+
+def _flow_launches(events: pa.Table, runtime: pa.Table, gpu: pa.Table) -> pa.Table:
+    empty = pa.table({"from_id": pa.array([], pa.int64()), "to_id": pa.array([], pa.int64()),
+                      "via": pa.array([], pa.string())})
+    if gpu.num_rows == 0:
+        return empty
+    flows = events.filter(pc.and_(
+        pc.equal(events["label"], "flow"),
+        pc.is_in(events["cat"], pa.array(LAUNCH_FLOW_CATEGORIES)),
+    ))
+    keys = ["pid", "tid", "ts"]
+    starts = flows.filter(pc.equal(flows["ph"], "s")).select([*keys, "flow_id"])
+    finishes = flows.filter(pc.equal(flows["ph"], "f")).select([*keys, "flow_id"])
+    src = starts.join(runtime.select([*keys, "id"]), keys, join_type="inner")
+    dst = finishes.join(gpu.select([*keys, "id"]), keys, join_type="inner")
+    src = src.select(["flow_id", "id"]).rename_columns(["flow_id", "from_id"])
+    dst = dst.select(["flow_id", "id"]).rename_columns(["flow_id", "to_id"])
+    pairs = dst.join(src, "flow_id", join_type="inner").select(["from_id", "to_id"])
+    if pairs.num_rows == 0:
+        return empty
+    # One launch per activity even if several flow starts share a slice.
+    pairs = pairs.group_by("to_id").aggregate([("from_id", "min")])
+    pairs = pairs.rename_columns(["to_id", "from_id"]).select(["from_id", "to_id"])
+    return pairs.append_column("via", pa.array(["flow"] * pairs.num_rows, pa.string()))
+
+
+def stream_edges(events: pa.Table) -> pa.Table:
+    """NEXT_ON_STREAM: each GPU activity → the next one on its (device, stream), with the gap."""
+    gpu = events.filter(pc.equal(events["label"], "Kernel"))
+    device, stream = _filled(gpu["device"]), _filled(gpu["stream"])
+    start = gpu["ts"].to_numpy()
+    end = start + _filled(gpu["dur"], 0)
+    order = np.lexsort((gpu["ev_idx"].to_numpy(), start, stream, device))
+    device, stream, start, end = device[order], stream[order], start[order], end[order]
+    ids = gpu["id"].to_numpy()[order]
+    same = (device[1:] == device[:-1]) & (stream[1:] == stream[:-1])
+    prev = np.flatnonzero(same)
+    return pa.table({
+        "from_id": ids[prev], "to_id": ids[prev + 1], "gap_ns": start[prev + 1] - end[prev],
+    })

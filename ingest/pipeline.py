@@ -1,0 +1,188 @@
+"""Trace files → one run in the database: parse, key, link, match collectives, load atomically."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import collectives, link, nodes, schema, syncs
+from .errors import IngestError, TraceFormatError
+from .parse import ParseOptions, RankTrace, parse_file
+from .store import KUZU_VERSION, GraphStore, write_transaction
+
+TOOL_VERSION = "0.1.0"
+TRACE_SUFFIXES = (".json", ".json.gz")
+
+Progress = Callable[[str, int, int], None]
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    run: str | None = None
+    parse: ParseOptions = field(default_factory=ParseOptions)
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    rank: int
+    file: str
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class IngestResult:
+    run: str
+    ranks: list[RankSummary]
+    collectives: int
+    edges: dict[str, int]
+
+
+def trace_files(paths: Iterable[Path]) -> list[Path]:
+    """Files named, and trace files (*.json, *.json.gz) found under folders named, in order."""
+    found: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            inside = sorted(p for p in path.rglob("*") if p.is_file() and _is_trace_name(p))
+            if not inside:
+                raise TraceFormatError(path, "folder holds no trace files (*.json, *.json.gz)")
+            found.extend(inside)
+        elif path.exists():
+            found.append(path)
+        else:
+            raise TraceFormatError(path, "no such file or folder")
+    return found
+
+
+def _is_trace_name(path: Path) -> bool:
+    return path.name.endswith(TRACE_SUFFIXES)
+
+
+def ingest(paths: Sequence[Path], db: Path, options: IngestOptions = IngestOptions(),
+           progress: Progress | None = None) -> IngestResult:
+    """Ingest trace files (per rank or merged) as one run; all or nothing."""
+    files = trace_files(paths)
+    report = progress or (lambda stage, done, total: None)
+    traces = _parse_all(files, options.parse, report)
+    run = options.run or _default_run_name(files)
+    with write_transaction(db) as store:
+        run_idx = _claim_run(store, run)
+        result = _load(store, traces, run, run_idx, files, report)
+    return result
+
+
+def _parse_all(files: list[Path], options: ParseOptions, report: Progress) -> list[RankTrace]:
+    traces: list[RankTrace] = []
+    owner: dict[int, str] = {}
+    for i, path in enumerate(files):
+        report("parse", i, len(files))
+        for trace in parse_file(path, options):
+            if trace.rank in owner:
+                raise TraceFormatError(
+                    path, f"rank {trace.rank} is also in {owner[trace.rank]}: a run holds one "
+                    "trace per rank (use --rank N, or ingest it as another --run)")
+            owner[trace.rank] = str(path)
+            traces.append(trace)
+    report("parse", len(files), len(files))
+    return traces
+
+
+def _default_run_name(files: list[Path]) -> str:
+    first = files[0]
+    base = first.parent.name if len(files) > 1 else first.name.split(".")[0]
+    return base or "run"
+
+
+def _claim_run(store: GraphStore, run: str) -> int:
+    existing = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
+    if run in existing["name"].to_pylist():
+        raise IngestError(f"{store.path}: run '{run}' already exists; choose another --run")
+    used = existing["idx"].to_pylist()
+    run_idx = max(used) + 1 if used else 0
+    if run_idx > schema.MAX_RUNS:
+        raise IngestError(f"{store.path}: too many runs in one database ({run_idx})")
+    return run_idx
+
+
+def _load(store: GraphStore, traces: list[RankTrace], run: str, run_idx: int,
+          files: list[Path], report: Progress) -> IngestResult:
+    edge_counts: dict[str, int] = {}
+    summaries: list[RankSummary] = []
+    parts: list[pa.Table] = []
+    rank_rows: list[dict[str, object]] = []
+    world_size = max((t.world_size or 0 for t in traces), default=0) or len(traces)
+    for i, trace in enumerate(traces):
+        report("link", i, len(traces))
+        events = nodes.with_keys(trace, run, run_idx)
+        tables = nodes.node_tables(events)
+        for label, table in tables.items():
+            store.copy(label, table)
+        for label, edges in _rank_edges(events).items():
+            edge_counts[label] = edge_counts.get(label, 0) + _copy_edges(store, label, edges)
+        parts.append(collectives.participants(events))
+        counts = {label: t.num_rows for label, t in tables.items()}
+        counts["cuda_sync"] = pc.sum(pc.equal(events["label"], "sync")).as_py() or 0
+        summaries.append(RankSummary(trace.rank, trace.file, counts))
+        rank_rows.append(_rank_row(trace, run, run_idx, events, counts))
+    report("link", len(traces), len(traces))
+    all_parts = pa.concat_tables(parts) if parts else collectives.participants(pa.table({}))
+    coll_nodes, part_of = collectives.match(all_parts, run, run_idx)
+    store.copy("Collective", schema.conform(coll_nodes, schema.COLLECTIVE))
+    edge_counts["PART_OF"] = _copy_edges(store, "PART_OF", part_of.append_column(
+        "to_label", pa.array(["Collective"] * part_of.num_rows, pa.string())))
+    store.copy("Rank", schema.conform(pa.Table.from_pylist(rank_rows), schema.RANK))
+    store.copy("Run", schema.conform(pa.Table.from_pylist([{
+        "name": run, "run_idx": run_idx, "sources": json.dumps([str(f) for f in files]),
+        "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
+        "world_size": world_size,
+    }]), schema.RUN))
+    return IngestResult(run, summaries, coll_nodes.num_rows, edge_counts)
+
+
+def _rank_edges(events: pa.Table) -> dict[str, pa.Table]:
+    with_labels = {
+        "CALLS": link.call_edges(events),
+        "LAUNCHES": _labelled(link.launch_edges(events), "Runtime", "Kernel"),
+        "NEXT_ON_STREAM": _labelled(link.stream_edges(events), "Kernel", "Kernel"),
+        "SYNCS": syncs.sync_edges(events),
+    }
+    return with_labels
+
+
+def _labelled(edges: pa.Table, src: str, dst: str) -> pa.Table:
+    n = edges.num_rows
+    return edges.append_column("from_label", pa.array([src] * n, pa.string())).append_column(
+        "to_label", pa.array([dst] * n, pa.string()))
+
+
+def _copy_edges(store: GraphStore, label: str, edges: pa.Table) -> int:
+    """COPY edges (with from_label/to_label columns) into each FROM/TO pair of the rel table."""
+    rel = schema.REL_BY_LABEL[label]
+    total = 0
+    for src, dst in rel.pairs:
+        mask = pc.and_(pc.equal(edges["from_label"], src), pc.equal(edges["to_label"], dst))
+        part = edges.filter(mask)
+        store.copy(label, schema.conform(part, rel), pair=(src, dst))
+        total += part.num_rows
+    return total
+
+
+def _rank_row(trace: RankTrace, run: str, run_idx: int, events: pa.Table,
+              counts: dict[str, int]) -> dict[str, object]:
+    skipped = events.filter(pc.and_(pc.is_null(events["label"]), pc.equal(events["ph"], "X")))
+    by_cat = skipped.group_by("cat").aggregate([("cat", "count")]).to_pylist()
+    return {
+        "id": schema.event_key(run_idx, trace.rank, 0), "run": run, "rank": trace.rank,
+        "file": trace.file, "device": trace.device, "schema_version": trace.schema_version,
+        "base_time_ns": trace.base_time_ns,
+        "event_count": counts["Op"] + counts["Runtime"] + counts["Kernel"],
+        "op_count": counts["Op"], "runtime_count": counts["Runtime"],
+        "kernel_count": counts["Kernel"], "cuda_sync_count": counts["cuda_sync"],
+        "skipped": json.dumps({str(r["cat"]): r["cat_count"] for r in by_cat}, sort_keys=True),
+    }

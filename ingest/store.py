@@ -1,0 +1,179 @@
+"""The only module that imports kuzu: a small store seam, and all-or-nothing writes.
+
+A write never touches the live database file. It copies the file to a staging file beside it,
+loads into the copy, closes it (which checkpoints), and atomically renames it over the original.
+A failure or a kill at any moment therefore leaves the original exactly as it was; stale staging
+files are removed by the next writer, which holds an exclusive lock on `DB.lock`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import shutil
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import kuzu
+import pyarrow as pa
+
+from . import schema
+from .errors import IngestError
+
+DEFAULT_TIMEOUT_MS = 60_000
+KUZU_VERSION = kuzu.__version__
+_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
+
+
+class QueryError(Exception):
+    """A query the database rejected (syntax, binding, missing parameter, timeout)."""
+
+
+@dataclass(frozen=True)
+class ResultSet:
+    columns: list[str]
+    table: pa.Table
+    elapsed_s: float
+    truncated: bool = False
+
+
+def query_parameters(cypher: str) -> set[str]:
+    """Names of the `$parameters` a query uses (string literals are not parsed out)."""
+    return set(_PARAM.findall(cypher))
+
+
+class GraphStore:
+    """One open database; `run` answers queries as Arrow tables."""
+
+    def __init__(self, path: Path, read_only: bool = True, timeout_ms: int = DEFAULT_TIMEOUT_MS):
+        self.path = Path(path)
+        try:
+            self._db = kuzu.Database(str(self.path), read_only=read_only)
+        except RuntimeError as exc:
+            raise IngestError(f"{self.path}: cannot open database ({_short(exc)})") from exc
+        self._conn = kuzu.Connection(self._db)
+        if timeout_ms:
+            self._conn.set_query_timeout(timeout_ms)
+
+    def run(self, cypher: str, params: Mapping[str, object] | None = None,
+            limit: int | None = None) -> ResultSet:
+        """Execute one statement; unknown or missing parameters are errors, not NULLs."""
+        params = dict(params or {})
+        used = query_parameters(cypher)
+        unknown = sorted(set(params) - used)
+        missing = sorted(used - set(params))
+        if unknown:
+            raise QueryError(f"unknown parameter(s) {unknown}; the query uses {sorted(used)}")
+        if missing:
+            raise QueryError(f"missing parameter(s) {missing}")
+        start = time.perf_counter()
+        try:
+            result = self._conn.execute(cypher, params)
+        except RuntimeError as exc:
+            raise QueryError(_short(exc)) from exc
+        if isinstance(result, list):
+            result = result[-1]
+        table = result.get_as_arrow()
+        truncated = False
+        if limit is not None and table.num_rows > limit:
+            table, truncated = table.slice(0, limit), True
+        return ResultSet(table.column_names, table, time.perf_counter() - start, truncated)
+
+    def copy(self, label: str, data: pa.Table, pair: tuple[str, str] | None = None) -> None:
+        """Bulk-load an Arrow table already in the label's load order."""
+        if data.num_rows == 0:
+            return
+        options = f" (from='{pair[0]}', to='{pair[1]}')" if pair else ""
+        try:
+            self._conn.execute(f"COPY {label} FROM $data{options}", {"data": data})
+        except RuntimeError as exc:
+            raise IngestError(f"{self.path}: loading {label} failed ({_short(exc)})") from exc
+
+    def create_schema(self) -> None:
+        for statement in schema.ddl():
+            self._conn.execute(statement)
+
+    def interrupt(self) -> None:
+        self._conn.interrupt()
+
+    def close(self) -> None:
+        self._conn.close()
+        self._db.close()
+
+    def __enter__(self) -> GraphStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _short(exc: BaseException) -> str:
+    return " ".join(str(exc).split())
+
+
+@contextmanager
+def write_transaction(path: Path) -> Iterator[GraphStore]:
+    """A writable copy of the database at `path`, swapped in only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _exclusive_lock(path):
+        _remove_stale_staging(path)
+        staging = path.with_name(f".{path.name}.staging-{os.getpid()}")
+        if path.exists():
+            shutil.copyfile(path, staging)
+        store = GraphStore(staging, read_only=False, timeout_ms=0)
+        committed = False
+        try:
+            store.create_schema()
+            yield store
+            store.close()
+            if _wal(staging).exists():
+                raise IngestError(f"{path}: staging database was not checkpointed")
+            _fsync(staging)
+            os.replace(staging, path)
+            _fsync(path.parent)
+            committed = True
+        finally:
+            if not committed:
+                try:
+                    store.close()
+                except RuntimeError:
+                    pass
+                for leftover in (staging, _wal(staging)):
+                    leftover.unlink(missing_ok=True)
+
+
+def _wal(path: Path) -> Path:
+    return path.with_name(path.name + ".wal")
+
+
+@contextmanager
+def _exclusive_lock(path: Path) -> Iterator[None]:
+    lock_path = path.with_name(path.name + ".lock")
+    with open(lock_path, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError as exc:
+            raise IngestError(f"{path}: another tracegraph process is writing it") from exc
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove_stale_staging(path: Path) -> None:
+    """Staging files left by a killed writer (we hold the lock, so none is live)."""
+    for leftover in path.parent.glob(f".{path.name}.staging-*"):
+        leftover.unlink(missing_ok=True)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
