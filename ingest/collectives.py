@@ -20,7 +20,8 @@ _GLOO_PREFIX = "gloo:"
 def participants(events: pa.Table) -> pa.Table:
     """One rank's collective participants: id, label, rank, ts, group, op, seq."""
     is_kernel = pc.and_(
-        pc.equal(events["label"], "Kernel"), pc.match_substring_regex(events["name"], _KERNEL_PATTERN)
+        pc.equal(events["label"], "Kernel"),
+        pc.match_substring_regex(events["name"], _KERNEL_PATTERN),
     )
     is_gloo = pc.and_(pc.equal(events["label"], "Op"), pc.starts_with(events["name"], _GLOO_PREFIX))
     part = events.filter(pc.or_(is_kernel, is_gloo))
@@ -30,10 +31,17 @@ def participants(events: pa.Table) -> pa.Table:
     op = pc.coalesce(part["coll_name"], derived, part["name"])
     op = pc.replace_substring(pc.utf8_lower(op), "_", "")
     group = pc.coalesce(part["pg_name"], pa.scalar("default"))
-    return pa.table({
-        "id": part["id"], "label": part["label"], "rank": part["rank"], "ts": part["ts"],
-        "group": group, "op": op, "seq": part["coll_seq"],
-    })
+    return pa.table(
+        {
+            "id": part["id"],
+            "label": part["label"],
+            "rank": part["rank"],
+            "ts": part["ts"],
+            "group": group,
+            "op": op,
+            "seq": part["coll_seq"],
+        }
+    )
 
 
 def match(parts: pa.Table, run: str, run_idx: int) -> tuple[pa.Table, pa.Table]:
@@ -44,30 +52,41 @@ def match(parts: pa.Table, run: str, run_idx: int) -> tuple[pa.Table, pa.Table]:
     seq_or_order = np.where(has_seq, _filled(parts["seq"]), order_in_group)
     # by seq: one instance per (group, seq); by order: per (group, op, k)
     op_key = pc.if_else(pa.array(has_seq), pa.scalar(""), parts["op"])
-    keys = pa.table({
-        "group": parts["group"], "op_key": op_key, "k": pa.array(seq_or_order, pa.int64()),
-        "by_seq": pa.array(has_seq),
-    })
+    keys = pa.table(
+        {
+            "group": parts["group"],
+            "op_key": op_key,
+            "k": pa.array(seq_or_order, pa.int64()),
+            "by_seq": pa.array(has_seq),
+        }
+    )
     instances = keys.group_by(["group", "op_key", "k", "by_seq"]).aggregate([])
     instances = instances.append_column("cid", pa.array(np.arange(instances.num_rows), pa.int64()))
-    joined = keys.append_column("row", pa.array(np.arange(n), pa.int64())).join(
-        instances, ["group", "op_key", "k", "by_seq"], join_type="inner"
-    ).sort_by("row")
+    joined = (
+        keys.append_column("row", pa.array(np.arange(n), pa.int64()))
+        .join(instances, ["group", "op_key", "k", "by_seq"], join_type="inner")
+        .sort_by("row")
+    )
     cid = joined["cid"].to_numpy()
     collective_id = (np.int64(run_idx) << np.int64(40)) | cid
-    first_op = pa.table({"cid": cid, "op": parts["op"]}).group_by("cid").aggregate(
-        [("op", "min"), ("op", "count")]
-    ).sort_by("cid")
+    first_op = (
+        pa.table({"cid": cid, "op": parts["op"]})
+        .group_by("cid")
+        .aggregate([("op", "min"), ("op", "count")])
+        .sort_by("cid")
+    )
     inst = instances.sort_by("cid")
-    nodes = pa.table({
-        "id": (np.int64(run_idx) << np.int64(40)) | inst["cid"].to_numpy(),
-        "run": pa.array([run] * inst.num_rows, pa.string()),
-        "name": first_op["op_min"],
-        "process_group": inst["group"],
-        "seq": inst["k"],
-        "matched_by": pc.if_else(inst["by_seq"], pa.scalar("seq"), pa.scalar("order")),
-        "participants": first_op["op_count"],
-    })
+    nodes = pa.table(
+        {
+            "id": (np.int64(run_idx) << np.int64(40)) | inst["cid"].to_numpy(),
+            "run": pa.array([run] * inst.num_rows, pa.string()),
+            "name": first_op["op_min"],
+            "process_group": inst["group"],
+            "seq": inst["k"],
+            "matched_by": pc.if_else(inst["by_seq"], pa.scalar("seq"), pa.scalar("order")),
+            "participants": first_op["op_count"],
+        }
+    )
     edges = pa.table({"from_id": parts["id"], "to_id": collective_id, "from_label": parts["label"]})
     return nodes, edges
 
@@ -81,9 +100,11 @@ def _order_within(parts: pa.Table) -> np.ndarray:
     n = parts.num_rows
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    group_codes = pc.dictionary_encode(
-        pc.binary_join_element_wise(parts["group"], parts["op"], "\x1f")
-    ).combine_chunks().indices.to_numpy()
+    group_codes = (
+        pc.dictionary_encode(pc.binary_join_element_wise(parts["group"], parts["op"], "\x1f"))
+        .combine_chunks()
+        .indices.to_numpy()
+    )
     rank = parts["rank"].to_numpy()
     ts = parts["ts"].to_numpy()
     order = np.lexsort((ts, group_codes, rank))

@@ -12,8 +12,15 @@ import pyarrow.compute as pc
 
 # Tie-break for ranges with identical bounds: the outer one comes first.
 _NESTING_PRIORITY = {
-    "user_annotation": 0, "python_function": 1, "cpu_op": 2, "Operator": 2, "overhead": 3,
-    "cuda_runtime": 4, "Runtime": 4, "mtia_runtime": 4, "cuda_driver": 5,
+    "user_annotation": 0,
+    "python_function": 1,
+    "cpu_op": 2,
+    "Operator": 2,
+    "overhead": 3,
+    "cuda_runtime": 4,
+    "Runtime": 4,
+    "mtia_runtime": 4,
+    "cuda_driver": 5,
 }
 LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 
@@ -52,10 +59,14 @@ def call_edges(events: pa.Table) -> pa.Table:
     child = np.flatnonzero(parent >= 0)
     ids = cpu["id"].to_numpy()[order]
     labels = cpu["label"].to_numpy(zero_copy_only=False)[order]
-    return pa.table({
-        "from_id": ids[parent[child]], "to_id": ids[child],
-        "from_label": labels[parent[child]], "to_label": labels[child],
-    })
+    return pa.table(
+        {
+            "from_id": ids[parent[child]],
+            "to_id": ids[child],
+            "from_label": labels[parent[child]],
+            "to_label": labels[child],
+        }
+    )
 
 
 def _map_priority(cats: pa.ChunkedArray) -> pa.Array:
@@ -65,10 +76,14 @@ def _map_priority(cats: pa.ChunkedArray) -> pa.Array:
 
 
 def _edges(src: list[int], dst: list[int], *_: object) -> pa.Table:
-    return pa.table({
-        "from_id": pa.array(src, pa.int64()), "to_id": pa.array(dst, pa.int64()),
-        "from_label": pa.array([], pa.string()), "to_label": pa.array([], pa.string()),
-    })
+    return pa.table(
+        {
+            "from_id": pa.array(src, pa.int64()),
+            "to_id": pa.array(dst, pa.int64()),
+            "from_label": pa.array([], pa.string()),
+            "to_label": pa.array([], pa.string()),
+        }
+    )
 
 
 def launch_edges(events: pa.Table) -> pa.Table:
@@ -78,8 +93,10 @@ def launch_edges(events: pa.Table) -> pa.Table:
     runtime = events.filter(pc.equal(events["label"], "Runtime"))
     gpu = events.filter(pc.equal(events["label"], "Kernel"))
     launcher = _one_call_per_correlation(runtime)
-    by_corr = gpu.select(["id", "correlation"]).rename_columns(["to_id", "correlation"]).join(
-        launcher, "correlation", join_type="inner"
+    by_corr = (
+        gpu.select(["id", "correlation"])
+        .rename_columns(["to_id", "correlation"])
+        .join(launcher, "correlation", join_type="inner")
     )
     by_corr = by_corr.select(["from_id", "to_id"]).append_column(
         "via", pa.array(["correlation"] * by_corr.num_rows, pa.string())
@@ -93,7 +110,9 @@ def _one_call_per_correlation(runtime: pa.Table) -> pa.Table:
     """correlation → the runtime call that owns it (cuda_runtime before cuda_driver, then first)."""
     rt = runtime.filter(pc.is_valid(runtime["correlation"]))
     if rt.num_rows == 0:
-        return pa.table({"correlation": pa.array([], pa.int64()), "from_id": pa.array([], pa.int64())})
+        return pa.table(
+            {"correlation": pa.array([], pa.int64()), "from_id": pa.array([], pa.int64())}
+        )
     corr = rt["correlation"].to_numpy()
     driver = pc.equal(rt["cat"], "cuda_driver").to_numpy(zero_copy_only=False).astype(np.int8)
     order = np.lexsort((rt["ts"].to_numpy(), driver, corr))
@@ -103,14 +122,21 @@ def _one_call_per_correlation(runtime: pa.Table) -> pa.Table:
 
 
 def _flow_launches(events: pa.Table, runtime: pa.Table, gpu: pa.Table) -> pa.Table:
-    empty = pa.table({"from_id": pa.array([], pa.int64()), "to_id": pa.array([], pa.int64()),
-                      "via": pa.array([], pa.string())})
+    empty = pa.table(
+        {
+            "from_id": pa.array([], pa.int64()),
+            "to_id": pa.array([], pa.int64()),
+            "via": pa.array([], pa.string()),
+        }
+    )
     if gpu.num_rows == 0:
         return empty
-    flows = events.filter(pc.and_(
-        pc.equal(events["label"], "flow"),
-        pc.is_in(events["cat"], pa.array(LAUNCH_FLOW_CATEGORIES)),
-    ))
+    flows = events.filter(
+        pc.and_(
+            pc.equal(events["label"], "flow"),
+            pc.is_in(events["cat"], pa.array(LAUNCH_FLOW_CATEGORIES)),
+        )
+    )
     keys = ["pid", "tid", "ts"]
     starts = flows.filter(pc.equal(flows["ph"], "s")).select([*keys, "flow_id"])
     finishes = flows.filter(pc.equal(flows["ph"], "f")).select([*keys, "flow_id"])
@@ -138,6 +164,10 @@ def stream_edges(events: pa.Table) -> pa.Table:
     ids = gpu["id"].to_numpy()[order]
     same = (device[1:] == device[:-1]) & (stream[1:] == stream[:-1])
     prev = np.flatnonzero(same)
-    return pa.table({
-        "from_id": ids[prev], "to_id": ids[prev + 1], "gap_ns": start[prev + 1] - end[prev],
-    })
+    return pa.table(
+        {
+            "from_id": ids[prev],
+            "to_id": ids[prev + 1],
+            "gap_ns": start[prev + 1] - end[prev],
+        }
+    )

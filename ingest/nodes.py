@@ -13,8 +13,12 @@ SYNC_CALLS = frozenset(
     {
         f"{prefix}{call}"
         for prefix in ("cuda", "hip")
-        for call in ("DeviceSynchronize", "StreamSynchronize", "EventSynchronize",
-                     "StreamWaitEvent")
+        for call in (
+            "DeviceSynchronize",
+            "StreamSynchronize",
+            "EventSynchronize",
+            "StreamWaitEvent",
+        )
     }
     | {"cuCtxSynchronize", "cuStreamSynchronize", "cuEventSynchronize", "cuStreamWaitEvent"}
 )
@@ -34,9 +38,11 @@ def with_keys(trace: RankTrace, run: str, run_idx: int) -> pa.Table:
     stream = pc.if_else(is_gpu, pc.coalesce(events["stream"], events["tid"]), events["stream"])
     events = events.set_column(events.column_names.index("device"), "device", device)
     events = events.set_column(events.column_names.index("stream"), "stream", stream)
-    return events.append_column("id", ids).append_column(
-        "run", pa.array([run] * n, pa.string())
-    ).append_column("rank", rank)
+    return (
+        events.append_column("id", ids)
+        .append_column("run", pa.array([run] * n, pa.string()))
+        .append_column("rank", rank)
+    )
 
 
 def node_tables(events: pa.Table) -> dict[str, pa.Table]:

@@ -21,9 +21,7 @@ import pyarrow.compute as pc
 
 from .errors import TraceFormatError
 
-OP_CATEGORIES = frozenset(
-    {"cpu_op", "user_annotation", "python_function", "Operator", "overhead"}
-)
+OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Operator", "overhead"})
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"})
 KERNEL_CATEGORIES = frozenset(
     {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events"}
@@ -382,8 +380,9 @@ def _split_by_rank(
     if world_size is None or world_size < len(bounds) - 1:
         world_size = int(ranks.max()) + 1 if len(ranks) else None
     return [
-        _rank_trace(path, int(ranks[a]), events.slice(a, b - a).drop_columns(["rank"]), top,
-                    world_size)
+        _rank_trace(
+            path, int(ranks[a]), events.slice(a, b - a).drop_columns(["rank"]), top, world_size
+        )
         for a, b in zip(bounds[:-1], bounds[1:], strict=True)
     ]
 
@@ -397,11 +396,14 @@ def _event_ranks(
     pid_rank.update(metadata_ranks)
     pid_rank.update(options.rank_of_pid)
     pids = pa.array(list(pid_rank), pa.int64())
-    by_pid = pc.take(pa.array(list(pid_rank.values()), pa.int64()),
-                     pc.index_in(events["pid"], value_set=pids))
+    by_pid = pc.take(
+        pa.array(list(pid_rank.values()), pa.int64()), pc.index_in(events["pid"], value_set=pids)
+    )
     rank = pc.coalesce(events["arg_rank"], by_pid)
-    needed = pc.and_(pc.is_null(rank), pc.is_in(events["label"], pa.array(
-        ["Op", "Runtime", "Kernel", "sync", "flow"])))
+    needed = pc.and_(
+        pc.is_null(rank),
+        pc.is_in(events["label"], pa.array(["Op", "Runtime", "Kernel", "sync", "flow"])),
+    )
     if pc.any(needed).as_py():
         orphans = pc.unique(pc.filter(events["pid"], needed)).to_pylist()[:5]
         raise TraceFormatError(

@@ -63,8 +63,12 @@ def _is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
 
 
-def ingest(paths: Sequence[Path], db: Path, options: IngestOptions = IngestOptions(),
-           progress: Progress | None = None) -> IngestResult:
+def ingest(
+    paths: Sequence[Path],
+    db: Path,
+    options: IngestOptions = IngestOptions(),
+    progress: Progress | None = None,
+) -> IngestResult:
     """Ingest trace files (per rank or merged) as one run; all or nothing."""
     files = trace_files(paths)
     report = progress or (lambda stage, done, total: None)
@@ -84,8 +88,10 @@ def _parse_all(files: list[Path], options: ParseOptions, report: Progress) -> li
         for trace in parse_file(path, options):
             if trace.rank in owner:
                 raise TraceFormatError(
-                    path, f"rank {trace.rank} is also in {owner[trace.rank]}: a run holds one "
-                    "trace per rank (use --rank N, or ingest it as another --run)")
+                    path,
+                    f"rank {trace.rank} is also in {owner[trace.rank]}: a run holds one "
+                    "trace per rank (use --rank N, or ingest it as another --run)",
+                )
             owner[trace.rank] = str(path)
             traces.append(trace)
     report("parse", len(files), len(files))
@@ -109,8 +115,14 @@ def _claim_run(store: GraphStore, run: str) -> int:
     return run_idx
 
 
-def _load(store: GraphStore, traces: list[RankTrace], run: str, run_idx: int,
-          files: list[Path], report: Progress) -> IngestResult:
+def _load(
+    store: GraphStore,
+    traces: list[RankTrace],
+    run: str,
+    run_idx: int,
+    files: list[Path],
+    report: Progress,
+) -> IngestResult:
     edge_counts: dict[str, int] = {}
     summaries: list[RankSummary] = []
     parts: list[pa.Table] = []
@@ -133,15 +145,30 @@ def _load(store: GraphStore, traces: list[RankTrace], run: str, run_idx: int,
     all_parts = pa.concat_tables(parts) if parts else collectives.participants(pa.table({}))
     coll_nodes, part_of = collectives.match(all_parts, run, run_idx)
     store.copy("Collective", schema.conform(coll_nodes, schema.COLLECTIVE))
-    edge_counts["PART_OF"] = _copy_edges(store, "PART_OF", part_of.append_column(
-        "to_label", pa.array(["Collective"] * part_of.num_rows, pa.string())))
+    edge_counts["PART_OF"] = _copy_edges(
+        store,
+        "PART_OF",
+        part_of.append_column("to_label", pa.array(["Collective"] * part_of.num_rows, pa.string())),
+    )
     store.copy("Rank", schema.conform(pa.Table.from_pylist(rank_rows), schema.RANK))
-    store.copy("Run", schema.conform(pa.Table.from_pylist([{
-        "name": run, "run_idx": run_idx, "sources": json.dumps([str(f) for f in files]),
-        "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
-        "world_size": world_size,
-    }]), schema.RUN))
+    store.copy(
+        "Run",
+        schema.conform(
+            pa.Table.from_pylist(
+                [
+                    {
+                        "name": run,
+                        "run_idx": run_idx,
+                        "sources": json.dumps([str(f) for f in files]),
+                        "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                        "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
+                        "world_size": world_size,
+                    }
+                ]
+            ),
+            schema.RUN,
+        ),
+    )
     return IngestResult(run, summaries, coll_nodes.num_rows, edge_counts)
 
 
@@ -158,7 +185,8 @@ def _rank_edges(events: pa.Table) -> dict[str, pa.Table]:
 def _labelled(edges: pa.Table, src: str, dst: str) -> pa.Table:
     n = edges.num_rows
     return edges.append_column("from_label", pa.array([src] * n, pa.string())).append_column(
-        "to_label", pa.array([dst] * n, pa.string()))
+        "to_label", pa.array([dst] * n, pa.string())
+    )
 
 
 def _copy_edges(store: GraphStore, label: str, edges: pa.Table) -> int:
@@ -173,16 +201,23 @@ def _copy_edges(store: GraphStore, label: str, edges: pa.Table) -> int:
     return total
 
 
-def _rank_row(trace: RankTrace, run: str, run_idx: int, events: pa.Table,
-              counts: dict[str, int]) -> dict[str, object]:
+def _rank_row(
+    trace: RankTrace, run: str, run_idx: int, events: pa.Table, counts: dict[str, int]
+) -> dict[str, object]:
     skipped = events.filter(pc.and_(pc.is_null(events["label"]), pc.equal(events["ph"], "X")))
     by_cat = skipped.group_by("cat").aggregate([("cat", "count")]).to_pylist()
     return {
-        "id": schema.event_key(run_idx, trace.rank, 0), "run": run, "rank": trace.rank,
-        "file": trace.file, "device": trace.device, "schema_version": trace.schema_version,
+        "id": schema.event_key(run_idx, trace.rank, 0),
+        "run": run,
+        "rank": trace.rank,
+        "file": trace.file,
+        "device": trace.device,
+        "schema_version": trace.schema_version,
         "base_time_ns": trace.base_time_ns,
         "event_count": counts["Op"] + counts["Runtime"] + counts["Kernel"],
-        "op_count": counts["Op"], "runtime_count": counts["Runtime"],
-        "kernel_count": counts["Kernel"], "cuda_sync_count": counts["cuda_sync"],
+        "op_count": counts["Op"],
+        "runtime_count": counts["Runtime"],
+        "kernel_count": counts["Kernel"],
+        "cuda_sync_count": counts["cuda_sync"],
         "skipped": json.dumps({str(r["cat"]): r["cat_count"] for r in by_cat}, sort_keys=True),
     }

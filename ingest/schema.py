@@ -48,8 +48,18 @@ I64, STR, BOOL = pa.int64(), pa.string(), pa.bool_()
 
 # Columns every event node carries, in this order.
 EVENT_COLUMNS = _cols(
-    ("id", I64), ("run", STR), ("rank", I64), ("ev_idx", I64), ("cat", STR), ("name", STR),
-    ("ts", I64), ("dur", I64), ("pid", I64), ("tid", I64), ("external_id", I64), ("seq", I64),
+    ("id", I64),
+    ("run", STR),
+    ("rank", I64),
+    ("ev_idx", I64),
+    ("cat", STR),
+    ("name", STR),
+    ("ts", I64),
+    ("dur", I64),
+    ("pid", I64),
+    ("tid", I64),
+    ("external_id", I64),
+    ("seq", I64),
     ("args", STR),
 )
 
@@ -60,26 +70,59 @@ KERNEL = NodeTable(
 )
 COLLECTIVE = NodeTable(
     "Collective",
-    _cols(("id", I64), ("run", STR), ("name", STR), ("process_group", STR), ("seq", I64),
-          ("matched_by", STR), ("participants", I64)),
+    _cols(
+        ("id", I64),
+        ("run", STR),
+        ("name", STR),
+        ("process_group", STR),
+        ("seq", I64),
+        ("matched_by", STR),
+        ("participants", I64),
+    ),
 )
 RUN = NodeTable(
     "Run",
-    _cols(("name", STR), ("run_idx", I64), ("sources", STR), ("ingested_at", STR),
-          ("tool_version", STR), ("world_size", I64)),
+    _cols(
+        ("name", STR),
+        ("run_idx", I64),
+        ("sources", STR),
+        ("ingested_at", STR),
+        ("tool_version", STR),
+        ("world_size", I64),
+    ),
     primary_key="name",
 )
 RANK = NodeTable(
     "Rank",
-    _cols(("id", I64), ("run", STR), ("rank", I64), ("file", STR), ("device", I64),
-          ("schema_version", I64), ("base_time_ns", I64), ("event_count", I64),
-          ("op_count", I64), ("runtime_count", I64), ("kernel_count", I64),
-          ("cuda_sync_count", I64), ("skipped", STR)),
+    _cols(
+        ("id", I64),
+        ("run", STR),
+        ("rank", I64),
+        ("file", STR),
+        ("device", I64),
+        ("schema_version", I64),
+        ("base_time_ns", I64),
+        ("event_count", I64),
+        ("op_count", I64),
+        ("runtime_count", I64),
+        ("kernel_count", I64),
+        ("cuda_sync_count", I64),
+        ("skipped", STR),
+    ),
 )
 EDGE_SET = NodeTable(
     "EdgeSet",
-    _cols(("id", STR), ("run", STR), ("name", STR), ("producer", STR), ("version", STR),
-          ("options", STR), ("window", STR), ("ranks", STR), ("created_at", STR)),
+    _cols(
+        ("id", STR),
+        ("run", STR),
+        ("name", STR),
+        ("producer", STR),
+        ("version", STR),
+        ("options", STR),
+        ("window", STR),
+        ("ranks", STR),
+        ("created_at", STR),
+    ),
 )
 
 EVENT_LABELS = ("Op", "Runtime", "Kernel")
@@ -97,8 +140,15 @@ PART_OF = RelTable("PART_OF", (("Kernel", "Collective"), ("Op", "Collective")), 
 DEP = RelTable(
     "DEP",
     tuple((a, b) for a in EVENT_LABELS for b in EVENT_LABELS),
-    _cols(("edge_set", STR), ("type", STR), ("src_boundary", STR), ("dst_boundary", STR),
-          ("weight_ns", I64), ("on_critical_path", BOOL), ("path_order", I64)),
+    _cols(
+        ("edge_set", STR),
+        ("type", STR),
+        ("src_boundary", STR),
+        ("dst_boundary", STR),
+        ("weight_ns", I64),
+        ("on_critical_path", BOOL),
+        ("path_order", I64),
+    ),
 )
 
 NODE_TABLES = (RUN, RANK, OP, RUNTIME, KERNEL, COLLECTIVE, EDGE_SET)
@@ -132,7 +182,9 @@ def ddl() -> list[str]:
     out = []
     for t in NODE_TABLES:
         cols = ", ".join(f"`{c.name}` {_KUZU_TYPES[c.type]}" for c in t.columns)
-        out.append(f"CREATE NODE TABLE IF NOT EXISTS {t.label}({cols}, PRIMARY KEY(`{t.primary_key}`))")
+        out.append(
+            f"CREATE NODE TABLE IF NOT EXISTS {t.label}({cols}, PRIMARY KEY(`{t.primary_key}`))"
+        )
     for r in REL_TABLES:
         pairs = ", ".join(f"FROM {a} TO {b}" for a, b in r.pairs)
         cols = "".join(f", `{c.name}` {_KUZU_TYPES[c.type]}" for c in r.columns)

@@ -59,8 +59,9 @@ class GraphStore:
         if timeout_ms:
             self._conn.set_query_timeout(timeout_ms)
 
-    def run(self, cypher: str, params: Mapping[str, object] | None = None,
-            limit: int | None = None) -> ResultSet:
+    def run(
+        self, cypher: str, params: Mapping[str, object] | None = None, limit: int | None = None
+    ) -> ResultSet:
         """Execute one statement; unknown or missing parameters are errors, not NULLs."""
         params = dict(params or {})
         used = query_parameters(cypher)
