@@ -163,6 +163,7 @@ def _load(
                         "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
                         "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
                         "world_size": world_size,
+        "edge_counts": json.dumps(edge_counts, sort_keys=True),
                     }
                 ]
             ),

@@ -89,6 +89,7 @@ RUN = NodeTable(
         ("ingested_at", STR),
         ("tool_version", STR),
         ("world_size", I64),
+        ("edge_counts", STR),
     ),
     primary_key="name",
 )

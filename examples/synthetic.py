@@ -1,0 +1,964 @@
+"""Deterministic synthetic PyTorch-profiler (Kineto) traces of multi-rank DDP training.
+
+One Kineto JSON object per rank, shaped like real traces (HTA's nccl_data, event_sync_trace,
+TraceLens' b200 eager trace): CPU ops nested by time on a main and an autograd thread, CUDA
+runtime calls with their kernels/memcpys/memsets (``ac2g`` flows, id = correlation), forward →
+backward ``fwdbwd`` flows, DDP gradient all-reduces on NCCL stream 21, stream waits and host syncs
+with ``cuda_sync`` events, a straggler rank, data-loader stalls and GPU idle gaps over 1.5 ms.
+
+Per step, on each rank (L = ``layers``, B = ceil(L / ``bucket_layers``) all-reduce buckets)::
+
+    main thread      ProfilerStep#i
+                       enumerate(DataLoader)#...__next__      (stall on some steps/ranks)
+                       aten::to > aten::_to_copy > aten::copy_ > cudaMemcpyAsync   (HtoD)
+                       Optimizer.zero_grad#AdamW.zero_grad > aten::zero_ > cudaMemsetAsync
+                       DistributedDataParallel.forward
+                         per layer: aten::linear > aten::addmm, aten::relu > aten::clamp_min,
+                                    aten::layer_norm > aten::native_layer_norm (each leaf launches)
+                       aten::mse_loss
+                       ## backward ##                          (main waits for the autograd thread)
+                       _c10d_functional::wait_tensor > cudaStreamWaitEvent   (x B, stream 7 on 21)
+                       Optimizer.step#AdamW.step > aten::_fused_adamw_ > B launches
+                       aten::item > aten::_local_scalar_dense > cudaMemcpyAsync (DtoH),
+                                                                cudaStreamSynchronize
+                       cudaEventRecord, cudaEventSynchronize, cudaDeviceSynchronize (no op: no
+                                                                "External id", as in real traces)
+    autograd thread  autograd::engine::evaluate_function: MseLossBackward0 > ... (reverse layers)
+                       after every ``bucket_layers`` layers: c10d::allreduce_ > record_param_comms
+                         > cudaEventRecord, cudaStreamWaitEvent (21 on 7), nccl:all_reduce >
+                           cudaLaunchKernel (ncclDevKernel_AllReduce_...), cudaEventRecord
+
+Collectives: each rank's NCCL kernel starts when that rank's stream 21 is ready (its launch, the
+compute event it waits on, the previous collective); every rank's instance of one collective (same
+``Seq``) ends at max(start over ranks) + transfer time, so fast ranks show long NCCL kernels while
+they wait for the straggler (CPU work ``straggler_factor`` slower).
+
+Times are integer nanoseconds internally and written as microseconds with exactly three decimals
+(``1712195495519689.047``); unix_ns = ``baseTimeNanoseconds`` + ts * 1000 (base 0 by default, so
+``ts`` is absolute epoch µs and needs more than float64 precision to keep the nanoseconds).
+Correlation ids, External ids, ``Seq`` and flow ids count up from the same value on every rank.
+
+Size (default knobs, per rank and step): 135 L + 40 B + 84 events, ~ 46 KB per layer and ~ 24 KB
+fixed (~ 50 KB/layer with ``bucket_layers=4``); rank_in_args adds ~ 1 %; gzip shrinks ~ 12x.
+So total bytes ~ ranks * steps * (50_000 * layers + 24_000); see `estimate_bytes` and
+`layers_for_bytes`. E.g. 8 ranks x 4 steps x 640 layers ~ 1 GB. Output is streamed one step at a
+time (memory ~ ranks x one step), at roughly 50-60 MB/s uncompressed on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip as gzip_module
+import io
+import json
+import math
+import random
+import sys
+import time
+from collections.abc import Generator, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+__all__ = [
+    "SyntheticConfig",
+    "estimate_bytes",
+    "expected_counts",
+    "layers_for_bytes",
+    "main",
+    "write_merged",
+    "write_per_rank",
+]
+
+COMPUTE_STREAM = 7
+NCCL_STREAM = 21
+MERGED_PID_STRIDE = 1_000_000
+PROCESS_NAME = "python3.11"
+HIDDEN = 1024
+PARAMS_PER_LAYER = HIDDEN * HIDDEN + 3 * HIDDEN  # linear weight + bias, layer-norm weight + bias
+NCCL_BUS_GBPS = 180  # bytes per ns
+NCCL_LATENCY_NS = 18_000
+
+# Mean CPU-side durations (ns), jittered by ±20 % and scaled on the straggler.
+OP_PRE_NS = 5_000
+OP_POST_NS = 3_000
+OP_GAP_NS = 2_000
+LAUNCH_NS = 6_000
+MEMCPY_RT_NS = 9_000
+MEMSET_RT_NS = 7_000
+EVENT_RECORD_NS = 2_500
+STREAM_WAIT_NS = 2_000
+SYNC_TAIL_NS = 3_000
+DATALOADER_NS = 40_000
+HANDOFF_NS = 15_000
+STEP_GAP_NS = 30_000
+KERNEL_LATENCY_NS = 1_500
+
+CBID_MEMCPY_ASYNC = 41
+CBID_MEMSET_ASYNC = 51
+CBID_STREAM_SYNC = 131
+CBID_EVENT_RECORD = 135
+CBID_EVENT_SYNC = 137
+CBID_STREAM_WAIT_EVENT = 147
+CBID_DEVICE_SYNC = 165
+CBID_LAUNCH_KERNEL = 211
+
+
+def _q(text: str) -> str:
+    """JSON string literal of `text`."""
+    return json.dumps(text)
+
+
+CPU_OP = _q("cpu_op")
+USER_ANNOTATION = _q("user_annotation")
+NCCL_KERNEL_NAME = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+
+@dataclass(frozen=True)
+class _Kernel:
+    """A GPU kernel: JSON-quoted name, mean duration (ns) and the static tail of its args."""
+
+    name: str
+    mean_ns: int
+    static: str
+
+
+def _kernel(name: str, mean_ns: int, grid: int, block: int, regs: int, smem: int) -> _Kernel:
+    """Kernel spec with occupancy args derived from an H100 (132 SMs)."""
+    blocks_per_sm = grid / 132
+    warps_per_sm = blocks_per_sm * block / 32
+    occupancy = min(100, int(100 * min(warps_per_sm, 64) / 64))
+    static = (
+        f'"registers per thread": {regs}, "shared memory": {smem}, '
+        f'"blocks per SM": {blocks_per_sm:.6f}, "warps per SM": {warps_per_sm:.6f}, '
+        f'"grid": [{grid}, 1, 1], "block": [{block}, 1, 1], '
+        f'"est. achieved occupancy %": {occupancy}'
+    )
+    return _Kernel(_q(name), mean_ns, static)
+
+
+_GEMM = "sm90_xmma_gemm_f32f32_tf32f32_f32_{}_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas"  # noqa: E501
+_CLAMP = "at::native::(anonymous namespace)::launch_clamp_scalar(at::TensorIteratorBase&, c10::Scalar, c10::Scalar, at::native::detail::ClampLimits)::{lambda()#1}::operator()() const::{lambda()#7}::operator()() const::{lambda(float)#1}"  # noqa: E501
+_THRESH = "at::native::(anonymous namespace)::threshold_kernel_impl<float>(at::TensorIteratorBase&, float, float)::{lambda(float, float)#1}"  # noqa: E501
+_MSE_BWD = "at::native::mse_backward_cuda_kernel(at::TensorIterator&, c10::Scalar const&)::{lambda()#1}::operator()() const::{lambda()#2}::operator()() const::{lambda(float, float, float)#1}"  # noqa: E501
+_MEAN_OP = "at::native::ReduceOp<float, at::native::MeanOps<float, float, float, float>, unsigned int, float, 4>"  # noqa: E501
+_ADAM_META = "at::native::(anonymous namespace)::FusedOptimizerTensorListMetadata<4>"
+_ADAM_FN = "at::native::(anonymous namespace)::FusedAdamMathFunctor<float, 4, (at::native::ADAM_MODE)1, false>"  # noqa: E501
+_ADAM_ARGS = "double*, double, double, double, double, double, bool, float const*, float const*"
+
+
+def _elementwise(functor: str, arity: int) -> str:
+    """Name of an at::native vectorized elementwise kernel."""
+    array = f"at::detail::Array<char*, {arity}>"
+    return f"void at::native::vectorized_elementwise_kernel<4, {functor}, {array} >(int, {functor}, {array})"  # noqa: E501
+
+
+K_GEMM_FWD = _kernel(_GEMM.format("tn"), 30_000, 256, 128, 168, 98_304)
+K_GEMM_DGRAD = _kernel(_GEMM.format("nn"), 30_000, 256, 128, 168, 98_304)
+K_GEMM_WGRAD = _kernel(_GEMM.format("nt"), 33_000, 256, 128, 168, 98_304)
+K_CLAMP = _kernel(_elementwise(_CLAMP, 2), 6_000, 8192, 128, 26, 0)
+K_THRESHOLD_BWD = _kernel(_elementwise(_THRESH, 3), 8_000, 8192, 128, 28, 0)
+K_LAYER_NORM = _kernel(
+    "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>"
+    "(int, float, float const*, float const*, float const*, float*, float*, float*)",
+    9_000, 8192, 256, 40, 0,
+)
+K_LAYER_NORM_BWD = _kernel(
+    "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<float, float>"
+    "(float const*, float const*, float const*, float const*, float const*, float*, int)",
+    14_000, 8192, 128, 48, 1_024,
+)
+K_MSE = _kernel(f"void at::native::reduce_kernel<512, 1, {_MEAN_OP} >({_MEAN_OP})", 5_000, 264,
+                512, 32, 16)
+K_MSE_BWD = _kernel(_elementwise(_MSE_BWD, 4), 4_000, 8192, 128, 30, 0)
+K_ADAMW = _kernel(
+    f"void at::native::(anonymous namespace)::multi_tensor_apply_kernel<{_ADAM_META}, {_ADAM_FN}, "
+    f"{_ADAM_ARGS}>({_ADAM_META}, {_ADAM_FN}, {_ADAM_ARGS})",
+    40_000, 320, 512, 64, 0,
+)
+K_NCCL = _kernel(NCCL_KERNEL_NAME, 0, 24, 640, 96, 87_568)
+
+# Forward per layer: (parent op, leaf op, kernel, autograd node, Sequence number on the leaf?)
+FORWARD_LAYER: tuple[tuple[str, str, _Kernel, bool], ...] = (
+    (_q("aten::linear"), _q("aten::addmm"), K_GEMM_FWD, True),
+    (_q("aten::relu"), _q("aten::clamp_min"), K_CLAMP, False),
+    (_q("aten::layer_norm"), _q("aten::native_layer_norm"), K_LAYER_NORM, True),
+)
+# Backward per layer, in execution order: (autograd node, leaf ops with their kernels)
+BACKWARD_LAYER: tuple[tuple[str, tuple[tuple[str, _Kernel], ...]], ...] = (
+    ("NativeLayerNormBackward0", ((_q("aten::native_layer_norm_backward"), K_LAYER_NORM_BWD),)),
+    ("ReluBackward0", ((_q("aten::threshold_backward"), K_THRESHOLD_BWD),)),
+    ("AddmmBackward0", ((_q("aten::mm"), K_GEMM_DGRAD), (_q("aten::mm"), K_GEMM_WGRAD))),
+)
+MSE_BACKWARD = ("MseLossBackward0", ((_q("aten::mse_loss_backward"), K_MSE_BWD),))
+
+
+@dataclass(frozen=True)
+class SyntheticConfig:
+    """What to generate. All knobs are deterministic given `seed`.
+
+    straggler_rank: None means the last rank when ranks > 1; set straggler_factor=1.0 for none.
+    slow_gap_every: steps i with i % slow_gap_every == 0 get a > 1.5 ms kernel gap (0: never).
+    stall_every: steps i with i % stall_every == stall_every - 1 stall the data loader of rank
+    i % ranks for stall_us (0: never).
+    """
+
+    ranks: int = 4
+    steps: int = 3
+    layers: int = 8
+    seed: int = 0
+    straggler_rank: int | None = None
+    straggler_factor: float = 1.3
+    slow_gap_every: int = 2
+    slow_gap_us: int = 2_000
+    stall_every: int = 3
+    stall_us: int = 20_000
+    bucket_layers: int = 4
+    with_cuda_sync: bool = True
+    with_fwdbwd: bool = True
+    gpus_per_node: int = 8
+    start_ns: int = 1_712_195_495_519_689_047
+    base_time_ns: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("ranks", "steps", "layers", "bucket_layers", "gpus_per_node"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1")
+        if self.straggler_rank is not None and not 0 <= self.straggler_rank < self.ranks:
+            raise ValueError("straggler_rank must be in range(ranks)")
+        if min(self.slow_gap_every, self.stall_every, self.slow_gap_us, self.stall_us) < 0:
+            raise ValueError("slow_gap_every, stall_every, slow_gap_us, stall_us must be >= 0")
+        if not 0 <= self.base_time_ns <= self.start_ns:
+            raise ValueError("base_time_ns must be in [0, start_ns]")
+
+    @property
+    def straggler(self) -> int | None:
+        """The rank whose CPU work is slower (None if there is none)."""
+        if self.straggler_rank is not None:
+            return self.straggler_rank
+        return self.ranks - 1 if self.ranks > 1 else None
+
+    @property
+    def buckets(self) -> int:
+        """Gradient all-reduces per step."""
+        return math.ceil(self.layers / self.bucket_layers)
+
+    def has_gap(self, step: int) -> bool:
+        """Whether `step` has a > 1.5 ms GPU idle gap in its forward pass."""
+        return self.slow_gap_every > 0 and step % self.slow_gap_every == 0
+
+    def stall_rank(self, step: int) -> int | None:
+        """The rank whose data loader stalls in `step`, if any."""
+        if self.stall_every > 0 and step % self.stall_every == self.stall_every - 1:
+            return step % self.ranks
+        return None
+
+    def device(self, rank: int) -> int:
+        """CUDA device id (= GPU pid) of `rank`."""
+        return rank % self.gpus_per_node
+
+
+def _us(ns: int) -> str:
+    """Nanoseconds as microseconds with exactly three decimals."""
+    q, r = divmod(ns, 1000)
+    return f"{q}.{r:03d}"
+
+
+def _cpu_pid(rank: int) -> int:
+    """OS pid of `rank`'s training process (also the main thread's tid)."""
+    return 1000 + rank
+
+
+def _autograd_tid(rank: int) -> int:
+    """tid of `rank`'s autograd (backward) thread."""
+    return 101_000 + rank
+
+
+def _transfer_ns(config: SyntheticConfig, nelems: int) -> int:
+    """Ring all-reduce time of `nelems` float32 once every rank has arrived."""
+    n = config.ranks
+    return NCCL_LATENCY_NS + int(2 * (n - 1) / n * nelems * 4 / NCCL_BUS_GBPS)
+
+
+@dataclass(frozen=True)
+class _CollRequest:
+    """A rank's NCCL kernel is ready to start at `start_ns`; the driver answers with its end."""
+
+    seq: int
+    start_ns: int
+    transfer_ns: int
+
+
+class _Frame:
+    """An open op on a CPU thread; its event is written when it closes."""
+
+    __slots__ = ("idx", "cat", "name", "loc", "ts", "ext", "cpu_ext", "extra", "ev_idx")
+
+    def __init__(self, idx: int, cat: str, name: str, loc: str, ts: int, ext: int,
+                 cpu_ext: int | None, extra: str, ev_idx: int) -> None:
+        self.idx, self.cat, self.name, self.loc, self.ts = idx, cat, name, loc, ts
+        self.ext, self.cpu_ext, self.extra, self.ev_idx = ext, cpu_ext, extra, ev_idx
+
+
+_StepGen = Generator[_CollRequest, int, None]
+
+
+class _Rank:
+    """Simulates one rank and renders its events as JSON text, one step at a time."""
+
+    def __init__(self, config: SyntheticConfig, rank: int, merged: bool, rank_in_args: bool):
+        self.cfg = config
+        self.rank = rank
+        self.rng = random.Random(f"tracegraph-synthetic:{config.seed}:{rank}")
+        self.scale = config.straggler_factor if rank == config.straggler else 1.0
+        self.device = config.device(rank)
+        offset = rank * MERGED_PID_STRIDE if merged else 0
+        self.cpu_pid = offset + _cpu_pid(rank)
+        self.gpu_pid = offset + self.device
+        self.merged = merged
+        self.ra = f', "rank": {rank}' if merged and rank_in_args else ""
+        self.main_loc = f'"pid": {self.cpu_pid}, "tid": {_cpu_pid(rank)}'
+        self.bwd_loc = f'"pid": {self.cpu_pid}, "tid": {_autograd_tid(rank)}'
+        self.main_stack: list[_Frame] = []
+        self.bwd_stack: list[_Frame] = []
+        self.loc, self.stack = self.main_loc, self.main_stack
+        self.out: list[str | None] = []
+        self.t = config.start_ns + int(self.rng.random() * 50_000)
+        self.free = {COMPUTE_STREAM: self.t, NCCL_STREAM: self.t}
+        self.corr = self.ext = self.flow_id = 1
+        self.ev_idx = self.seq_nr = self.event_id = 0
+        self.coll_seq = 1
+        self.fwd_nodes: list[tuple[int, int]] = []
+        self.pending_work: list[tuple[int, int, int]] = []
+        self.pg_ranks = _q(str(list(range(config.ranks))))
+
+    # ---- time -----------------------------------------------------------------------------
+    def _cpu(self, mean_ns: int) -> int:
+        """A jittered CPU duration, slower on the straggler."""
+        return int(mean_ns * self.scale * (0.8 + 0.4 * self.rng.random()))
+
+    def _gpu_dur(self, mean_ns: int) -> int:
+        """A jittered GPU duration."""
+        return int(mean_ns * (0.9 + 0.2 * self.rng.random()))
+
+    def _gap(self) -> None:
+        """CPU time between sibling ops."""
+        self.t += self._cpu(OP_GAP_NS)
+
+    def _use_thread(self, backward: bool) -> None:
+        """Switch the current CPU thread."""
+        if backward:
+            self.loc, self.stack = self.bwd_loc, self.bwd_stack
+        else:
+            self.loc, self.stack = self.main_loc, self.main_stack
+
+    # ---- CPU ops --------------------------------------------------------------------------
+    def _open(self, cat: str, name: str, extra: str = "") -> _Frame:
+        """Start an op (cpu_op or user_annotation) at the current time."""
+        ext = self.ext
+        self.ext += 1
+        parent_ext = self.stack[-1].cpu_ext if self.stack else None
+        cpu_ext = ext if cat == CPU_OP else parent_ext
+        frame = _Frame(len(self.out), cat, name, self.loc, self.t, ext, cpu_ext, extra,
+                       self.ev_idx)
+        self.ev_idx += 1
+        self.out.append(None)
+        self.stack.append(frame)
+        self.t += self._cpu(OP_PRE_NS)
+        return frame
+
+    def _close(self) -> _Frame:
+        """End the innermost open op and render it."""
+        f = self.stack.pop()
+        self.t += self._cpu(OP_POST_NS)
+        self.out[f.idx] = (
+            f'{{"ph": "X", "cat": {f.cat}, "name": {f.name}, {f.loc}, "ts": {_us(f.ts)}, '
+            f'"dur": {_us(self.t - f.ts)}, "args": {{"External id": {f.ext}, '
+            f'"Record function id": {f.ext}, "Ev Idx": {f.ev_idx}{f.extra}{self.ra}}}}}'
+        )
+        return f
+
+    def _runtime(self, name: str, cbid: int, dur: int) -> tuple[int, int, int | None]:
+        """A CUDA runtime call of `dur` ns now; returns (ts, correlation, External id)."""
+        ts, corr = self.t, self.corr
+        self.corr += 1
+        ext = self.stack[-1].cpu_ext if self.stack else None
+        ext_arg = f'"External id": {ext}, ' if ext is not None else ""
+        self.out.append(
+            f'{{"ph": "X", "cat": "cuda_runtime", "name": "{name}", {self.loc}, "ts": {_us(ts)}, '
+            f'"dur": {_us(dur)}, "args": {{{ext_arg}"cbid": {cbid}, "correlation": {corr}{self.ra}}}}}'
+        )
+        self.t = ts + dur
+        return ts, corr, ext
+
+    # ---- GPU activity ---------------------------------------------------------------------
+    def _ac2g(self, corr: int, launch_ts: int, stream: int, start: int) -> None:
+        """The launch → GPU activity flow pair."""
+        self.out.append(
+            f'{{"ph": "s", "id": {corr}, {self.loc}, "ts": {_us(launch_ts)}, '
+            f'"cat": "ac2g", "name": "ac2g"}}'
+        )
+        self.out.append(
+            f'{{"ph": "f", "id": {corr}, "pid": {self.gpu_pid}, "tid": {stream}, '
+            f'"ts": {_us(start)}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}'
+        )
+
+    def _kernel_event(self, k: _Kernel, stream: int, start: int, dur: int, ext: int | None,
+                      corr: int, tail: str = "") -> None:
+        """Render one kernel."""
+        self.out.append(
+            f'{{"ph": "X", "cat": "kernel", "name": {k.name}, "pid": {self.gpu_pid}, '
+            f'"tid": {stream}, "ts": {_us(start)}, "dur": {_us(dur)}, "args": {{'
+            f'"External id": {ext}, "queued": 0, "device": {self.device}, "context": 1, '
+            f'"stream": {stream}, "correlation": {corr}, {k.static}{tail}{self.ra}}}}}'
+        )
+
+    def _launch(self, k: _Kernel, stream: int = COMPUTE_STREAM) -> tuple[int, int]:
+        """cudaLaunchKernel now and its kernel when the stream is free; returns (start, end)."""
+        dur = self._cpu(LAUNCH_NS)
+        ts, corr, ext = self._runtime("cudaLaunchKernel", CBID_LAUNCH_KERNEL, dur)
+        start = max(ts + dur + KERNEL_LATENCY_NS, self.free[stream])
+        kdur = self._gpu_dur(k.mean_ns)
+        self._kernel_event(k, stream, start, kdur, ext, corr)
+        self._ac2g(corr, ts, stream, start)
+        self.free[stream] = start + kdur
+        return start, start + kdur
+
+    def _copy(self, runtime: str, cbid: int, cat: str, name: str, nbytes: int,
+              gbps: float) -> None:
+        """cudaMemcpyAsync / cudaMemsetAsync now and its GPU activity on the compute stream."""
+        dur = self._cpu(MEMCPY_RT_NS if cbid == CBID_MEMCPY_ASYNC else MEMSET_RT_NS)
+        ts, corr, ext = self._runtime(runtime, cbid, dur)
+        start = max(ts + dur + KERNEL_LATENCY_NS, self.free[COMPUTE_STREAM])
+        gdur = max(1_000, self._gpu_dur(int(nbytes / gbps)))
+        s = COMPUTE_STREAM
+        self.out.append(
+            f'{{"ph": "X", "cat": "{cat}", "name": "{name}", "pid": {self.gpu_pid}, "tid": {s}, '
+            f'"ts": {_us(start)}, "dur": {_us(gdur)}, "args": {{"External id": {ext}, '
+            f'"device": {self.device}, "context": 1, "stream": {s}, "correlation": {corr}, '
+            f'"bytes": {nbytes}, "memory bandwidth (GB/s)": {nbytes / gdur:.6f}{self.ra}}}}}'
+        )
+        self._ac2g(corr, ts, s, start)
+        self.free[s] = start + gdur
+
+    def _gpu_annotation(self, name: str, stream: int, start: int, end: int, ext: int) -> None:
+        """A gpu_user_annotation spanning [start, end) on `stream`."""
+        self.out.append(
+            f'{{"ph": "X", "cat": "gpu_user_annotation", "name": {name}, "pid": {self.gpu_pid}, '
+            f'"tid": {stream}, "ts": {_us(start)}, "dur": {_us(end - start)}, '
+            f'"args": {{"External id": {ext}{self.ra}}}}}'
+        )
+
+    def _sync(self, kind: str, tid: int, ts: int, end: int, corr: int, ext: int | None,
+              wait: tuple[int, int, int] | None = None) -> None:
+        """A cuda_sync event; `wait` = (wait_on_stream, record correlation, cuda event id)."""
+        if not self.cfg.with_cuda_sync:
+            return
+        ext_arg = f'"External id": {ext}, ' if ext is not None else ""
+        wait_args = ""
+        if wait is not None:
+            wait_args = (
+                f'"wait_on_stream": {wait[0]}, "wait_on_cuda_event_record_corr_id": {wait[1]}, '
+                f'"wait_on_cuda_event_id": {wait[2]}, '
+            )
+        stream = tid if kind in ("Stream Sync", "Stream Wait Event") else -1
+        self.out.append(
+            f'{{"ph": "X", "cat": "cuda_sync", "name": "{kind}", "pid": {self.gpu_pid}, '
+            f'"tid": {tid}, "ts": {_us(ts)}, "dur": {_us(end - ts)}, "args": {{{ext_arg}'
+            f'"cuda_sync_kind": "{kind}", {wait_args}"stream": {stream}, "correlation": {corr}, '
+            f'"device": {self.device}, "context": 1{self.ra}}}}}'
+        )
+
+    def _stream_wait(self, waiting: int, on: int, record_corr: int, event_id: int) -> None:
+        """cudaStreamWaitEvent: stream `waiting` waits on an event recorded on stream `on`."""
+        dur = self._cpu(STREAM_WAIT_NS)
+        ts, corr, ext = self._runtime("cudaStreamWaitEvent", CBID_STREAM_WAIT_EVENT, dur)
+        self._sync("Stream Wait Event", waiting, ts + 500, ts + dur, corr, ext,
+                   (on, record_corr, event_id))
+
+    def _host_wait(self, runtime: str, cbid: int, until: int) -> tuple[int, int, int, int | None]:
+        """A blocking runtime call returning when the GPU reaches `until`; (ts, end, corr, ext)."""
+        ts = self.t
+        end = max(until, ts + self._cpu(SYNC_TAIL_NS)) + self._cpu(SYNC_TAIL_NS)
+        _, corr, ext = self._runtime(runtime, cbid, end - ts)
+        return ts, end, corr, ext
+
+    def _record_event(self) -> tuple[int, int]:
+        """cudaEventRecord now; returns (record correlation, cuda event id)."""
+        _, corr, _ = self._runtime("cudaEventRecord", CBID_EVENT_RECORD,
+                                   self._cpu(EVENT_RECORD_NS))
+        self.event_id += 1
+        return corr, self.event_id
+
+    # ---- flows between forward and backward -------------------------------------------------
+    def _fwd_node(self) -> str:
+        """Register a forward op creating an autograd node; returns its extra args."""
+        self.seq_nr += 1
+        self.fwd_nodes.append((self.seq_nr, self.flow_id))
+        if self.cfg.with_fwdbwd:
+            self.out.append(
+                f'{{"ph": "s", "id": {self.flow_id}, {self.loc}, "ts": {_us(self.t)}, '
+                f'"cat": "fwdbwd", "name": "fwdbwd"}}'
+            )
+        self.flow_id += 1
+        return f', "Sequence number": {self.seq_nr}, "Fwd thread id": 0'
+
+    def _bwd_node(self, node: str, leaves: tuple[tuple[str, _Kernel], ...]) -> None:
+        """One autograd node on the backward thread, its leaf ops launching kernels."""
+        self._gap()
+        self._open(CPU_OP, _q(f"autograd::engine::evaluate_function: {node}"))
+        seq, fid = self.fwd_nodes.pop()
+        if self.cfg.with_fwdbwd:
+            self.out.append(
+                f'{{"ph": "f", "id": {fid}, {self.loc}, "ts": {_us(self.t)}, '
+                f'"cat": "fwdbwd", "name": "fwdbwd", "bp": "e"}}'
+            )
+        self._open(CPU_OP, _q(node), f', "Sequence number": {seq}, "Fwd thread id": 1')
+        for leaf, kernel in leaves:
+            self._gap()
+            self._open(CPU_OP, leaf)
+            self._launch(kernel)
+            self._close()
+        self._close()
+        self._close()
+
+    # ---- phases of a step -----------------------------------------------------------------
+    def step(self, i: int) -> _StepGen:
+        """Simulate training step `i`, yielding at each collective for its end time."""
+        self.t += self._cpu(STEP_GAP_NS)
+        self._open(USER_ANNOTATION, _q(f"ProfilerStep#{i}"))
+        self._dataloader(i)
+        self._h2d()
+        self._zero_grad()
+        self._forward(i)
+        yield from self._backward()
+        self._wait_gradients()
+        self._optimizer()
+        self._item()
+        self._timer()
+        self._close()
+
+    def _dataloader(self, i: int) -> None:
+        """Fetch the batch; a long stall on the configured steps/ranks."""
+        self._gap()
+        self._open(USER_ANNOTATION, _q("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"))
+        self.t += self._cpu(DATALOADER_NS)
+        if self.cfg.stall_rank(i) == self.rank:
+            self.t += self.cfg.stall_us * 1000
+        self._close()
+
+    def _h2d(self) -> None:
+        """batch.to('cuda'): a pinned host → device copy."""
+        self._gap()
+        for name in ("aten::to", "aten::_to_copy", "aten::copy_"):
+            self._open(CPU_OP, _q(name))
+        self._copy("cudaMemcpyAsync", CBID_MEMCPY_ASYNC, "gpu_memcpy",
+                   "Memcpy HtoD (Pinned -> Device)", 2 * 1024 * 1024, 22.0)
+        for _ in range(3):
+            self._close()
+
+    def _zero_grad(self) -> None:
+        """optimizer.zero_grad(): one memset."""
+        self._gap()
+        self._open(USER_ANNOTATION, _q("Optimizer.zero_grad#AdamW.zero_grad"))
+        self._open(CPU_OP, _q("aten::zero_"))
+        self._copy("cudaMemsetAsync", CBID_MEMSET_ASYNC, "gpu_memset", "Memset (Device)",
+                   1024 * 1024, 900.0)
+        self._close()
+        self._close()
+
+    def _forward(self, i: int) -> None:
+        """The model's forward pass plus the loss, with a GPU idle gap on some steps."""
+        self._gap()
+        ua = self._open(USER_ANNOTATION, _q("DistributedDataParallel.forward"))
+        first = last = 0
+        gap_after = (self.cfg.layers - 1) // 2 if self.cfg.has_gap(i) else -1
+        for layer in range(self.cfg.layers):
+            for parent, leaf, kernel, node_on_leaf in FORWARD_LAYER:
+                self._gap()
+                self._open(CPU_OP, parent, "" if node_on_leaf else self._fwd_node())
+                self._gap()
+                self._open(CPU_OP, leaf, self._fwd_node() if node_on_leaf else "")
+                start, last = self._launch(kernel)
+                first = first or start
+                self._close()
+                self._close()
+            if layer == gap_after:  # host-side work while the GPU drains and idles
+                self.t = max(self.t, self.free[COMPUTE_STREAM]) + self.cfg.slow_gap_us * 1000
+        self._close()
+        self._gpu_annotation(ua.name, COMPUTE_STREAM, first, last, ua.ext)
+        self._gap()
+        self._open(CPU_OP, _q("aten::mse_loss"), self._fwd_node())
+        self._launch(K_MSE)
+        self._close()
+
+    def _backward(self) -> _StepGen:
+        """loss.backward() on the autograd thread, all-reducing gradient buckets."""
+        self._gap()
+        self._open(USER_ANNOTATION, _q("## backward ##"))
+        self.t += self._cpu(HANDOFF_NS)
+        self._use_thread(backward=True)
+        self._bwd_node(*MSE_BACKWARD)
+        in_bucket = 0
+        for layer in reversed(range(self.cfg.layers)):
+            for node, leaves in BACKWARD_LAYER:
+                self._bwd_node(node, leaves)
+            in_bucket += 1
+            if in_bucket == self.cfg.bucket_layers or layer == 0:
+                yield from self._allreduce(in_bucket * PARAMS_PER_LAYER)
+                in_bucket = 0
+        self._use_thread(backward=False)
+        self.t += self._cpu(HANDOFF_NS)
+        self._close()
+
+    def _allreduce(self, nelems: int) -> _StepGen:
+        """DDP bucket all-reduce: c10d::allreduce_ → record_param_comms → NCCL kernel."""
+        seq = self.coll_seq
+        self.coll_seq += 1
+        comm = (
+            f'"Collective name": "allreduce", "In msg nelems": {nelems}, '
+            f'"Out msg nelems": {nelems}, "Group size": {self.cfg.ranks}, "dtype": "Float", '
+            f'"In split size": "[]", "Out split size": "[]", "Process Group Name": "0", '
+            f'"Process Group Description": "default_pg", "Process Group Ranks": {self.pg_ranks}, '
+            f'"Seq": {seq}'
+        )
+        self._gap()
+        self._open(CPU_OP, _q("c10d::allreduce_"))
+        self._gap()
+        self._open(CPU_OP, _q("record_param_comms"),
+                   f', {comm}, "Global rank start": 0, "Global rank stride": 1')
+        ready_corr, ready_event = self._record_event()
+        ready = self.free[COMPUTE_STREAM]
+        self._stream_wait(NCCL_STREAM, COMPUTE_STREAM, ready_corr, ready_event)
+        ua = self._open(USER_ANNOTATION, _q("nccl:all_reduce"))
+        dur = self._cpu(LAUNCH_NS)
+        ts, corr, ext = self._runtime("cudaLaunchKernel", CBID_LAUNCH_KERNEL, dur)
+        start = max(ts + dur + KERNEL_LATENCY_NS, ready, self.free[NCCL_STREAM])
+        end = yield _CollRequest(seq, start, _transfer_ns(self.cfg, nelems))
+        self._kernel_event(K_NCCL, NCCL_STREAM, start, end - start, ext, corr, ", " + comm)
+        self._ac2g(corr, ts, NCCL_STREAM, start)
+        self._gpu_annotation(ua.name, NCCL_STREAM, start, end, ua.ext)
+        self.free[NCCL_STREAM] = end
+        self._close()
+        done_corr, done_event = self._record_event()
+        self.pending_work.append((end, done_corr, done_event))
+        self._close()
+        self._close()
+
+    def _wait_gradients(self) -> None:
+        """The compute stream waits for every bucket's all-reduce."""
+        for end, record_corr, event_id in self.pending_work:
+            self._gap()
+            self._open(CPU_OP, _q("_c10d_functional::wait_tensor"))
+            self._stream_wait(COMPUTE_STREAM, NCCL_STREAM, record_corr, event_id)
+            self.free[COMPUTE_STREAM] = max(self.free[COMPUTE_STREAM], end)
+            self._close()
+        self.pending_work.clear()
+
+    def _optimizer(self) -> None:
+        """optimizer.step(): one fused AdamW kernel per bucket."""
+        self._gap()
+        ua = self._open(USER_ANNOTATION, _q("Optimizer.step#AdamW.step"))
+        self._open(CPU_OP, _q("aten::_fused_adamw_"))
+        first = last = 0
+        for _ in range(self.cfg.buckets):
+            start, last = self._launch(K_ADAMW)
+            first = first or start
+        self._close()
+        self._close()
+        self._gpu_annotation(ua.name, COMPUTE_STREAM, first, last, ua.ext)
+
+    def _item(self) -> None:
+        """loss.item(): a DtoH copy and a stream synchronize (host waits for the GPU)."""
+        self._gap()
+        self._open(CPU_OP, _q("aten::item"))
+        self._open(CPU_OP, _q("aten::_local_scalar_dense"))
+        self._copy("cudaMemcpyAsync", CBID_MEMCPY_ASYNC, "gpu_memcpy",
+                   "Memcpy DtoH (Device -> Pageable)", 4, 0.002)
+        ts, end, corr, ext = self._host_wait("cudaStreamSynchronize", CBID_STREAM_SYNC,
+                                             self.free[COMPUTE_STREAM])
+        self._sync("Stream Sync", COMPUTE_STREAM, ts + 1_000, end, corr, ext)
+        self._close()
+        self._close()
+
+    def _timer(self) -> None:
+        """Python-side step timing: event record + synchronize, then a device synchronize."""
+        self._gap()
+        record_corr, event_id = self._record_event()
+        ts, end, corr, ext = self._host_wait("cudaEventSynchronize", CBID_EVENT_SYNC,
+                                             self.free[COMPUTE_STREAM])
+        self._sync("Event Sync", -1, ts + 1_000, end, corr, ext,
+                   (COMPUTE_STREAM, record_corr, event_id))
+        ts, end, corr, ext = self._host_wait("cudaDeviceSynchronize", CBID_DEVICE_SYNC,
+                                             max(self.free.values()))
+        self._sync("Context Sync", -1, ts + 1_000, end, corr, ext)
+
+    # ---- output ---------------------------------------------------------------------------
+    def take(self) -> list[str]:
+        """The events rendered since the last call (all ops must be closed)."""
+        out, self.out = self.out, []
+        assert not self.main_stack and not self.bwd_stack and None not in out
+        return out  # type: ignore[return-value]
+
+    def metadata(self) -> list[str]:
+        """process/thread name and sort-index 'M' events for this rank."""
+        ts = _us(self.cfg.start_ns - self.cfg.base_time_ns)
+        tag = f"rank {self.rank}: " if self.merged else ""
+        cpu, gpu, dev = self.cpu_pid, self.gpu_pid, self.device
+        main_tid, bwd_tid = _cpu_pid(self.rank), _autograd_tid(self.rank)
+        rows: list[tuple[str, int, int, str]] = [
+            ("process_name", cpu, 0, _name(f"{tag}{PROCESS_NAME}")),
+            ("process_labels", cpu, 0, '{"labels": "CPU"}'),
+            ("process_sort_index", cpu, 0, f'{{"sort_index": {_cpu_pid(self.rank)}}}'),
+            ("process_name", gpu, 0, _name(f"{tag}GPU {dev}" if tag else PROCESS_NAME)),
+            ("process_labels", gpu, 0, f'{{"labels": "GPU {dev}"}}'),
+            ("process_sort_index", gpu, 0, f'{{"sort_index": {16_777_216 + dev}}}'),
+        ]
+        threads = [(cpu, main_tid, f"thread {main_tid} (pt_main_thread)", main_tid),
+                   (cpu, bwd_tid, f"thread {bwd_tid} (pt_autograd_0)", bwd_tid),
+                   (gpu, COMPUTE_STREAM, f"stream {COMPUTE_STREAM} ", COMPUTE_STREAM),
+                   (gpu, NCCL_STREAM, f"stream {NCCL_STREAM} ", NCCL_STREAM)]
+        if self.cfg.with_cuda_sync:
+            threads.append((gpu, -1, f"Device {dev}", -1))
+        for pid, tid, name, sort in threads:
+            rows.append(("thread_name", pid, tid, _name(name)))
+            rows.append(("thread_sort_index", pid, tid, f'{{"sort_index": {sort}}}'))
+        return [
+            f'{{"name": "{kind}", "ph": "M", "ts": {ts}, "pid": {pid}, "tid": {tid}, "args": {args}}}'
+            for kind, pid, tid, args in rows
+        ]
+
+
+def _name(text: str) -> str:
+    """{"name": text} as JSON."""
+    return f'{{"name": {_q(text)}}}'
+
+
+def _advance(gen: _StepGen, value: int | None) -> _CollRequest | None:
+    """Resume a rank's step; None once the step is over."""
+    try:
+        return gen.send(value)  # type: ignore[arg-type]
+    except StopIteration:
+        return None
+
+
+def _run_step(ranks: Sequence[_Rank], step: int) -> None:
+    """Run one step on every rank in lock step, resolving each collective across ranks."""
+    gens = [r.step(step) for r in ranks]
+    requests = [_advance(g, None) for g in gens]
+    while requests[0] is not None:
+        seqs = {r.seq if r is not None else None for r in requests}
+        if len(seqs) != 1:
+            raise RuntimeError(f"ranks disagree on the collective sequence: {seqs}")
+        end = max(r.start_ns for r in requests if r) + requests[0].transfer_ns
+        requests = [_advance(g, end) for g in gens]
+    if any(r is not None for r in requests):
+        raise RuntimeError("ranks disagree on the number of collectives")
+
+
+def _chunks(config: SyntheticConfig, merged: bool, rank_in_args: bool) -> Iterator[list[list[str]]]:
+    """Per-rank event chunks: metadata first, then one chunk per step."""
+    ranks = [_Rank(config, r, merged, rank_in_args) for r in range(config.ranks)]
+    yield [r.metadata() for r in ranks]
+    for step in range(config.steps):
+        _run_step(ranks, step)
+        yield [r.take() for r in ranks]
+
+
+# ---- files -----------------------------------------------------------------------------------
+def _device_properties(device: int) -> dict[str, object]:
+    """deviceProperties entry of an H100 SXM."""
+    return {
+        "id": device, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_045_346_304,
+        "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
+        "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "warpSize": 32,
+        "sharedMemPerBlock": 49152, "numSms": 132, "regsPerMultiprocessor": 65536,
+        "sharedMemPerBlockOptin": 232448, "sharedMemPerMultiprocessor": 233472,
+    }
+
+
+def _header(config: SyntheticConfig, rank: int | None) -> str:
+    """Everything before the first event (rank None: the merged file)."""
+    if rank is None:
+        devices = sorted({config.device(r) for r in range(config.ranks)})
+        dist: dict[str, object] = {"world_size": config.ranks}
+    else:
+        devices = [config.device(rank)]
+        ranks = list(range(config.ranks))
+        dist = {
+            "backend": "nccl", "rank": rank, "world_size": config.ranks, "pg_count": 1,
+            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
+                           "pg_size": config.ranks, "ranks": ranks}],
+            "nccl_version": "2.21.5",
+        }
+    props = ",\n    ".join(json.dumps(_device_properties(d)) for d in devices)
+    return (
+        '{\n  "schemaVersion": 1,\n'
+        f'  "deviceProperties": [\n    {props}\n  ],\n'
+        f'  "distributedInfo": {json.dumps(dist)},\n'
+        '  "displayTimeUnit": "ms",\n'
+        f'  "baseTimeNanoseconds": {config.base_time_ns},\n'
+        '  "traceEvents": [\n'
+    )
+
+
+def _footer(trace_name: str) -> str:
+    """Everything after the last event."""
+    return f'\n  ],\n  "traceName": {_q(trace_name)}\n}}\n'
+
+
+class _Sink:
+    """Writes events into an open traceEvents array, comma-separated."""
+
+    def __init__(self, fh: IO[str]) -> None:
+        self.fh = fh
+        self.empty = True
+
+    def write(self, events: list[str]) -> None:
+        """Append `events`."""
+        if not events:
+            return
+        if not self.empty:
+            self.fh.write(",\n")
+        self.fh.write(",\n".join(events))
+        self.empty = False
+
+
+def _open_text(path: Path, gzip: bool, stack: contextlib.ExitStack) -> IO[str]:
+    """A text file for writing; gzip output is byte-reproducible (mtime 0, no file name)."""
+    if not gzip:
+        return stack.enter_context(path.open("w", encoding="utf-8", newline="\n"))
+    raw = stack.enter_context(path.open("wb"))
+    packed = stack.enter_context(
+        gzip_module.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=6)
+    )
+    return stack.enter_context(io.TextIOWrapper(packed, encoding="utf-8", newline="\n"))
+
+
+def write_per_rank(config: SyntheticConfig, out_dir: Path, gzip: bool = False) -> list[Path]:
+    """Write rank{r}.trace.json[.gz] for every rank into `out_dir`; returns the paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    suffix = ".trace.json.gz" if gzip else ".trace.json"
+    paths = [out_dir / f"rank{r}{suffix}" for r in range(config.ranks)]
+    with contextlib.ExitStack() as stack:
+        files = [_open_text(p, gzip, stack) for p in paths]
+        for rank, fh in enumerate(files):
+            fh.write(_header(config, rank))
+        sinks = [_Sink(fh) for fh in files]
+        for per_rank in _chunks(config, merged=False, rank_in_args=False):
+            for sink, events in zip(sinks, per_rank, strict=True):
+                sink.write(events)
+        for path, fh in zip(paths, files, strict=True):
+            fh.write(_footer(path.name))
+    return paths
+
+
+def write_merged(config: SyntheticConfig, path: Path, rank_in_args: bool = True) -> Path:
+    """Write all ranks into one file the way merge tools do (pid = rank * 1_000_000 + pid)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as stack:
+        fh = _open_text(path, path.suffix == ".gz", stack)
+        fh.write(_header(config, None))
+        sink = _Sink(fh)
+        for per_rank in _chunks(config, merged=True, rank_in_args=rank_in_args):
+            for events in per_rank:
+                sink.write(events)
+        fh.write(_footer(path.name))
+    return path
+
+
+# ---- expectations and sizing ----------------------------------------------------------------
+def expected_counts(config: SyntheticConfig) -> dict[int, dict[str, int]]:
+    """Events per rank by category ("cat"; "metadata" counts the 'M' events), from the config.
+
+    Flow categories (ac2g, fwdbwd) count both the 's' and the 'f' events. The same for per-rank
+    and merged output.
+    """
+    n_layers, n_buckets, steps = config.layers, config.buckets, config.steps
+    kernels = 7 * n_layers + 2 * n_buckets + 2
+    per_step = {
+        "cpu_op": 16 * n_layers + 3 * n_buckets + 11,
+        "user_annotation": n_buckets + 6,
+        "cuda_runtime": 7 * n_layers + 6 * n_buckets + 9,
+        "kernel": kernels,
+        "gpu_memcpy": 2,
+        "gpu_memset": 1,
+        "gpu_user_annotation": n_buckets + 2,
+        "cuda_sync": 2 * n_buckets + 3 if config.with_cuda_sync else 0,
+        "ac2g": 2 * (kernels + 3),
+        "fwdbwd": 2 * (3 * n_layers + 1) if config.with_fwdbwd else 0,
+    }
+    counts = {cat: n * steps for cat, n in per_step.items() if n}
+    counts["metadata"] = 16 if config.with_cuda_sync else 14
+    return {rank: dict(counts) for rank in range(config.ranks)}
+
+
+BYTES_PER_LAYER_STEP = 46_000
+BYTES_PER_BUCKET_STEP = 15_000
+BYTES_PER_STEP = 24_000
+
+
+def estimate_bytes(config: SyntheticConfig) -> int:
+    """Approximate uncompressed size of the per-rank files together (within ~10 %)."""
+    per_step = (BYTES_PER_LAYER_STEP * config.layers + BYTES_PER_BUCKET_STEP * config.buckets
+                + BYTES_PER_STEP)
+    return config.ranks * config.steps * per_step
+
+
+def layers_for_bytes(target_bytes: int, ranks: int, steps: int, bucket_layers: int = 4) -> int:
+    """The `layers` that makes `ranks` x `steps` come to about `target_bytes` uncompressed."""
+    per_layer = BYTES_PER_LAYER_STEP + BYTES_PER_BUCKET_STEP / bucket_layers
+    return max(1, round((target_bytes / (ranks * steps) - BYTES_PER_STEP) / per_layer))
+
+
+# ---- command line ---------------------------------------------------------------------------
+def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Command-line options."""
+    p = argparse.ArgumentParser(prog="python -m tracegraph.examples.synthetic",
+                                description="Write deterministic synthetic multi-rank Kineto traces.")
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--target-mb", type=float, help="pick --layers for about this many MB in all")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", type=Path, help="folder for rank{r}.trace.json[.gz]")
+    p.add_argument("--merged", type=Path, help="one merged file holding every rank")
+    p.add_argument("--gzip", action="store_true", help="gzip the per-rank files")
+    p.add_argument("--no-rank-args", action="store_true", help="merged: omit args.rank")
+    p.add_argument("--no-cuda-sync", action="store_true", help="omit cuda_sync events")
+    args = p.parse_args(argv)
+    if args.out is None and args.merged is None:
+        p.error("give --out and/or --merged")
+    return args
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: write the traces, print each file with its size and the write speed."""
+    args = _parse_args(argv)
+    layers = args.layers
+    if args.target_mb:
+        layers = layers_for_bytes(int(args.target_mb * 1e6), args.ranks, args.steps)
+    config = SyntheticConfig(ranks=args.ranks, steps=args.steps, layers=layers, seed=args.seed,
+                             with_cuda_sync=not args.no_cuda_sync)
+    started = time.perf_counter()
+    paths: list[Path] = []
+    if args.out is not None:
+        paths += write_per_rank(config, args.out, gzip=args.gzip)
+    if args.merged is not None:
+        paths.append(write_merged(config, args.merged, rank_in_args=not args.no_rank_args))
+    elapsed = time.perf_counter() - started
+    total = 0
+    for path in paths:
+        size = path.stat().st_size
+        total += size
+        print(f"{size:>14,d}  {path}")
+    print(f"{total:>14,d}  total ({config.ranks} ranks x {config.steps} steps x {layers} layers, "
+          f"{elapsed:.1f} s, {total / 1e6 / max(elapsed, 1e-9):.0f} MB/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,252 @@
+"""The `tracegraph` command: thin argument parsing over tracegraph.ingest and tracegraph.queries.
+
+Results go to stdout, progress and errors to stderr; any error is one line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from tracegraph.ingest.errors import IngestError, TraceFormatError
+from tracegraph.ingest.parse import ParseOptions
+from tracegraph.ingest.pipeline import IngestOptions, IngestResult, ingest
+from tracegraph.ingest.store import GraphStore, QueryError
+from tracegraph.queries.catalog import CatalogError, canned_queries, canned_query, coerce_params
+from tracegraph.queries.summary import database_info
+
+from . import output
+from .progress import stderr_progress
+
+
+class UsageError(Exception):
+    """Bad command-line input that argparse cannot catch."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except (TraceFormatError, IngestError, QueryError, CatalogError, UsageError) as exc:
+        print(f"tracegraph: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("tracegraph: interrupted", file=sys.stderr)
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="tracegraph",
+        description="PyTorch profiler traces of distributed training as a graph database.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("ingest", help="load trace files or folders (per-rank or merged) as one run")
+    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    p.add_argument("--db", type=Path, required=True, help="database file (created if missing)")
+    p.add_argument("--run", help="run name (default: the folder or file name)")
+    p.add_argument("--rank", type=int, help="rank of a single-rank file without distributedInfo")
+    p.add_argument(
+        "--rank-of-pid",
+        action="append",
+        default=[],
+        metavar="PID=RANK",
+        help="rank of a pid in a merged file whose events do not say it (repeatable)",
+    )
+    p.set_defaults(handler=_ingest)
+
+    p = sub.add_parser("info", help="runs, ranks, counts by label and edge set")
+    p.add_argument("db", type=Path)
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(handler=_info)
+
+    p = sub.add_parser("query", help="run ad-hoc or canned Cypher")
+    p.add_argument("db", type=Path)
+    p.add_argument("cypher", nargs="?", help="a Cypher statement")
+    p.add_argument("--canned", metavar="NAME", help="a canned query (see `tracegraph queries`)")
+    p.add_argument("--param", action="append", default=[], metavar="K=V", help="query parameter")
+    p.add_argument("--format", choices=output.FORMATS, default="table")
+    p.add_argument("--timeout-s", type=float, default=60.0, help="query timeout (0: none)")
+    p.set_defaults(handler=_query)
+
+    p = sub.add_parser("queries", help="list canned queries with their parameters")
+    p.set_defaults(handler=_queries)
+
+    p = sub.add_parser("demo", help="synthetic multi-rank trace → database → summary (or TUI)")
+    p.add_argument("--db", type=Path, default=Path("tracegraph-demo.kuzu"))
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--no-tui", action="store_true", help="print the summary instead of the TUI")
+    p.set_defaults(handler=_demo)
+    return parser
+
+
+def _ingest(args: argparse.Namespace) -> int:
+    options = IngestOptions(
+        run=args.run,
+        parse=ParseOptions(rank=args.rank, rank_of_pid=_pid_ranks(args.rank_of_pid)),
+    )
+    with stderr_progress() as progress:
+        result = ingest(args.paths, args.db, options, progress)
+    _print_ingest(result, args.db)
+    return 0
+
+
+def _pid_ranks(items: list[str]) -> dict[int, int]:
+    out = {}
+    for item in items:
+        pid, sep, rank = item.partition("=")
+        if not sep or not pid.strip().lstrip("-").isdigit() or not rank.strip().isdigit():
+            raise UsageError(f"--rank-of-pid expects PID=RANK with integers, got '{item}'")
+        out[int(pid)] = int(rank)
+    return out
+
+
+def _print_ingest(result: IngestResult, db: Path) -> None:
+    totals = {"Op": 0, "Runtime": 0, "Kernel": 0}
+    for rank in result.ranks:
+        for label in totals:
+            totals[label] += rank.counts[label]
+    nodes = ", ".join(f"{n:,} {label}" for label, n in totals.items())
+    edges = ", ".join(f"{n:,} {label}" for label, n in result.edges.items())
+    print(f"ingested run '{result.run}' into {db}: {len(result.ranks)} rank(s); {nodes}")
+    print(f"edges: {edges}; {result.collectives:,} Collective")
+
+
+def _info(args: argparse.Namespace) -> int:
+    with _open(args.db) as store:
+        info = database_info(store)
+    if args.format == "json":
+        print(json.dumps(_info_json(info), indent=1))
+        return 0
+    if not info.runs:
+        print(f"{info.path}: no runs")
+    for run in info.runs:
+        print(
+            f"run '{run.name}': world size {run.world_size}, {run.ranks.num_rows} rank(s) "
+            f"ingested, {run.collectives:,} collectives, at {run.ingested_at}"
+        )
+        edges = ", ".join(f"{label} {n:,}" for label, n in sorted(run.edges.items()))
+        print(f"  edges: {edges}")
+        print(_indent(output.render(run.ranks, "table", max_width=48)))
+    if info.edge_sets.num_rows:
+        print("edge sets:")
+        print(_indent(output.render(info.edge_sets)))
+    return 0
+
+
+def _info_json(info: object) -> dict[str, object]:
+    runs = [
+        {
+            "name": r.name,
+            "world_size": r.world_size,
+            "ingested_at": r.ingested_at,
+            "tool_version": r.tool_version,
+            "sources": r.sources,
+            "edges": r.edges,
+            "collectives": r.collectives,
+            "ranks": r.ranks.to_pylist(),
+        }
+        for r in info.runs  # type: ignore[attr-defined]
+    ]
+    edge_sets = info.edge_sets.to_pylist()  # type: ignore[attr-defined]
+    return {"path": info.path, "runs": runs, "edge_sets": edge_sets}  # type: ignore[attr-defined]
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line if line else line for line in text.rstrip("\n").split("\n"))
+
+
+def _query(args: argparse.Namespace) -> int:
+    params = _parse_params(args.param)
+    if args.canned and args.cypher:
+        raise UsageError("give either a Cypher statement or --canned NAME, not both")
+    if args.canned:
+        canned = canned_query(args.canned)
+        cypher, params = canned.cypher, coerce_params(canned, params)
+    elif args.cypher:
+        cypher = args.cypher
+    else:
+        raise UsageError("query needs a Cypher statement or --canned NAME")
+    with _open(args.db, timeout_ms=int(args.timeout_s * 1000)) as store:
+        result = store.run(cypher, params)
+    sys.stdout.write(output.render(result.table, args.format))
+    print(f"{result.table.num_rows} row(s) in {result.elapsed_s * 1000:.0f} ms", file=sys.stderr)
+    return 0
+
+
+def _parse_params(items: list[str]) -> dict[str, object]:
+    params: dict[str, object] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--param expects K=V, got '{item}'")
+        params[key] = _param_value(raw)
+    return params
+
+
+def _param_value(raw: str) -> object:
+    """Integers, floats, true/false and JSON lists as such; anything else as a string."""
+    for convert in (int, float):
+        try:
+            return convert(raw)
+        except ValueError:
+            pass
+    if raw in ("true", "false"):
+        return raw == "true"
+    if raw.startswith("["):
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            pass
+    return raw
+
+
+def _queries(args: argparse.Namespace) -> int:
+    for name, query in canned_queries().items():
+        params = ", ".join(f"{p} ({t})" for p, t in query.params.items()) or "none"
+        print(f"{name}\n  {query.description}\n  params: {params}")
+        if query.columns:
+            print(f"  columns: {', '.join(query.columns)}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
+
+    import tempfile
+
+    config = SyntheticConfig(ranks=args.ranks, steps=args.steps, layers=args.layers)
+    with tempfile.TemporaryDirectory(prefix="tracegraph-demo-") as folder:
+        files = write_per_rank(config, Path(folder), gzip=True)
+        for stale in (args.db, args.db.with_name(args.db.name + ".wal")):
+            stale.unlink(missing_ok=True)
+        with stderr_progress() as progress:
+            result = ingest(files, args.db, IngestOptions(run="demo"), progress)
+    _print_ingest(result, args.db)
+    if args.no_tui:
+        _info(argparse.Namespace(db=args.db, format="table"))
+        return 0
+    return _explore(argparse.Namespace(db=args.db))
+
+
+def _explore(args: argparse.Namespace) -> int:
+    raise UsageError("the TUI is not built yet; use `tracegraph info` and `tracegraph query`")
+
+
+def _open(db: Path, timeout_ms: int = 60_000) -> GraphStore:
+    if not db.exists():
+        raise UsageError(f"{db}: no such database")
+    return GraphStore(db, read_only=True, timeout_ms=timeout_ms)
+
+
+Handler = Callable[[argparse.Namespace], int]
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Arrow tables as text for the terminal: aligned table, CSV or JSON."""
+
+from __future__ import annotations
+
+import io
+import json
+from decimal import Decimal
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+
+FORMATS = ("table", "csv", "json")
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}".rstrip("0").rstrip(".") if abs(value) < 1e15 else f"{value:.6g}"
+    return str(value)
+
+
+def render(table: pa.Table, fmt: str = "table", max_width: int = 60) -> str:
+    """The table in the given format; table format truncates wide cells to max_width."""
+    if fmt == "csv":
+        buffer = io.BytesIO()
+        pacsv.write_csv(_plain(table), buffer)
+        return buffer.getvalue().decode()
+    if fmt == "json":
+        return json.dumps(table.to_pylist(), default=_json_default, indent=1) + "\n"
+    return _aligned(table, max_width)
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """Columns CSV can write: nested and decimal types become strings."""
+    columns = []
+    for column in table.columns:
+        if pa.types.is_nested(column.type) or pa.types.is_decimal(column.type):
+            columns.append(pa.array([_cell(v) for v in column.to_pylist()], pa.string()))
+        else:
+            columns.append(column)
+    return pa.table(columns, names=table.column_names)
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else float(value)
+    return str(value)
+
+
+def _aligned(table: pa.Table, max_width: int) -> str:
+    names = table.column_names
+    rows = [[_cell(v) for v in row.values()] for row in table.to_pylist()]
+    rows = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in rows]
+    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+    numeric = [
+        pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+        for t in table.schema.types
+    ]
+
+    def line(cells: list[str]) -> str:
+        parts = [
+            c.rjust(w) if num else c.ljust(w)
+            for c, w, num in zip(cells, widths, numeric, strict=True)
+        ]
+        return "  ".join(parts).rstrip()
+
+    out = [line(names), "  ".join("-" * w for w in widths)]
+    out.extend(line(r) for r in rows)
+    return "\n".join(out) + "\n"
