@@ -1,0 +1,156 @@
+"""The `tracegraph` command end to end: ingest real traces, info, query, and one-line errors."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from tracegraph.explorer.cli import main
+
+TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason="../shared/traces is absent")
+CONTROL = TRACES / "hta/trace_diff/control/control.json.gz"
+EVENT_SYNC = TRACES / "hta/critical_path/cuda_event_sync/event_sync_trace.json.gz"
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def ddp_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("cli") / "run.kuzu"
+    assert main(["ingest", str(TRACES / "cpu_ddp_2r"), "--db", str(db), "--run", "ddp"]) == 0
+    assert main(["ingest", str(EVENT_SYNC), "--db", str(db), "--run", "sync"]) == 0
+    return db
+
+
+@needs_traces
+def test_info_lists_runs_ranks_and_counts(ddp_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "info", str(ddp_db), "--format", "json")
+    assert code == 0
+    runs = {r["name"]: r for r in json.loads(out)["runs"]}
+    assert set(runs) == {"ddp", "sync"}
+    assert [r["rank"] for r in runs["ddp"]["ranks"]] == [0, 1]
+    raw = json.load(gzip.open(TRACES / "cpu_ddp_2r/rank1.step5.pt.trace.json.gz"))["traceEvents"]
+    ops = sum(
+        e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation", "python_function")
+        for e in raw
+    )
+    assert runs["ddp"]["ranks"][1]["Op"] == ops
+    assert runs["sync"]["edges"]["SYNCS"] == 4
+    code, out, _ = _run(capsys, "info", str(ddp_db))
+    assert code == 0 and "run 'ddp': world size 2" in out
+
+
+@needs_traces
+def test_query_with_param_as_csv(ddp_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(
+        capsys,
+        "query",
+        str(ddp_db),
+        "MATCH (o:Op) WHERE o.run = $run AND o.name STARTS WITH 'gloo:' "
+        "RETURN o.rank AS rank, count(*) AS n ORDER BY rank",
+        "--param",
+        "run=ddp",
+        "--format",
+        "csv",
+    )
+    assert code == 0
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert [r["rank"] for r in rows] == ["0", "1"]
+    assert rows[0]["n"] == rows[1]["n"] != "0"
+
+
+@needs_traces
+def test_canned_query_and_listing(ddp_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = _run(capsys, "queries")
+    assert code == 0 and "collective-skew" in out and "params: run (string)" in out
+    code, out, _ = _run(
+        capsys,
+        "query",
+        str(ddp_db),
+        "--canned",
+        "collective-skew",
+        "--param",
+        "run=ddp",
+        "--format",
+        "json",
+    )
+    assert code == 0
+    rows = json.loads(out)
+    assert rows and all(r["participants"] == 2 for r in rows)
+
+
+@needs_traces
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["query", "{db}", "MATC (n) RETURN n"], "Parser exception"),
+        (
+            ["query", "{db}", "MATCH (n:Op) RETURN count(*)", "--param", "rank=3"],
+            "unknown parameter",
+        ),
+        (["query", "{db}", "--canned", "nope"], "no canned query 'nope'"),
+        (["query", "{tmp}/missing.kuzu", "RETURN 1"], "no such database"),
+    ],
+)
+def test_query_errors_are_one_line_exit_2(
+    ddp_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], message: str
+) -> None:
+    argv = [a.format(db=ddp_db, tmp=tmp_path) for a in argv]
+    code, out, err = _run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and message in err
+
+
+def _bad_inputs(tmp: Path) -> dict[str, tuple[Path, str]]:
+    (tmp / "empty_dir").mkdir()
+    (tmp / "not_json.json").write_text("this is not json")
+    (tmp / "truncated.json.gz").write_bytes(CONTROL.read_bytes()[:20_000])
+    (tmp / "no_events.json").write_text(json.dumps({"schemaVersion": 1}))
+    (tmp / "empty.json").write_text(json.dumps({"traceEvents": []}))
+    return {
+        "folder": (tmp / "empty_dir", "no trace files"),
+        "non-json": (tmp / "not_json.json", "not a Kineto JSON trace"),
+        "truncated gzip": (tmp / "truncated.json.gz", "truncated gzip"),
+        "no traceEvents": (tmp / "no_events.json", "no 'traceEvents'"),
+        "empty trace": (tmp / "empty.json", "no events"),
+    }
+
+
+@needs_traces
+@pytest.mark.parametrize(
+    "case", ["folder", "non-json", "truncated gzip", "no traceEvents", "empty trace"]
+)
+def test_bad_input_leaves_database_unchanged(
+    ddp_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], case: str
+) -> None:
+    db = tmp_path / "copy.kuzu"
+    shutil.copyfile(ddp_db, db)
+    before = db.read_bytes()
+    path, message = _bad_inputs(tmp_path)[case]
+    code, out, err = _run(capsys, "ingest", str(path), "--db", str(db))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and str(path) in err and message in err
+    assert db.read_bytes() == before
+    assert not list(tmp_path.glob(".copy.kuzu.staging-*"))
+
+
+@needs_traces
+def test_duplicate_run_name_is_refused(
+    ddp_db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "copy.kuzu"
+    shutil.copyfile(ddp_db, db)
+    before = db.read_bytes()
+    code, _, err = _run(capsys, "ingest", str(EVENT_SYNC), "--db", str(db), "--run", "ddp")
+    assert code == 2 and "run 'ddp' already exists" in err
+    assert db.read_bytes() == before
