@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -220,20 +221,26 @@ def _queries(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 
-    import tempfile
-
     config = SyntheticConfig(ranks=args.ranks, steps=args.steps, layers=args.layers)
-    with tempfile.TemporaryDirectory(prefix="tracegraph-demo-") as folder:
-        files = write_per_rank(config, Path(folder), gzip=True)
-        for stale in (args.db, args.db.with_name(args.db.name + ".wal")):
-            stale.unlink(missing_ok=True)
-        with stderr_progress() as progress:
-            result = ingest(files, args.db, IngestOptions(run="demo"), progress)
+    traces = args.db.with_name(args.db.name.split(".")[0] + "-traces")
+    shutil.rmtree(traces, ignore_errors=True)
+    files = write_per_rank(config, traces, gzip=True)
+    for stale in (args.db, args.db.with_name(args.db.name + ".wal")):
+        stale.unlink(missing_ok=True)
+    with stderr_progress() as progress:
+        result = ingest(files, args.db, IngestOptions(run="demo"), progress)
+    print(f"synthetic traces of {config.ranks} ranks x {config.steps} steps in {traces}/")
     _print_ingest(result, args.db)
-    if args.no_tui:
-        _info(argparse.Namespace(db=args.db, format="table"))
-        return 0
-    return _explore(argparse.Namespace(db=args.db))
+    if not args.no_tui:
+        return _explore(argparse.Namespace(db=args.db))
+    print()
+    _info(argparse.Namespace(db=args.db, format="table"))
+    with _open(args.db) as store:
+        for name, title in (("step-times", "step times"), ("collective-skew", "collectives")):
+            rows = store.run(canned_query(name).cypher, {"run": "demo"}, limit=8)
+            print(f"{title} (tracegraph query {args.db} --canned {name} --param run=demo):")
+            print(_indent(output.render(rows.table)))
+    return 0
 
 
 def _explore(args: argparse.Namespace) -> int:

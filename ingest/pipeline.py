@@ -48,12 +48,14 @@ def trace_files(paths: Iterable[Path]) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         if path.is_dir():
-            inside = sorted(p for p in path.rglob("*") if p.is_file() and _is_trace_name(p))
+            inside = sorted(
+                p.resolve() for p in path.rglob("*") if p.is_file() and _is_trace_name(p)
+            )
             if not inside:
                 raise TraceFormatError(path, "folder holds no trace files (*.json, *.json.gz)")
             found.extend(inside)
         elif path.exists():
-            found.append(path)
+            found.append(path.resolve())
         else:
             raise TraceFormatError(path, "no such file or folder")
     return found
@@ -163,7 +165,7 @@ def _load(
                         "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
                         "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
                         "world_size": world_size,
-        "edge_counts": json.dumps(edge_counts, sort_keys=True),
+                        "edge_counts": json.dumps(edge_counts, sort_keys=True),
                     }
                 ]
             ),

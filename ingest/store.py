@@ -94,6 +94,13 @@ class GraphStore:
         except RuntimeError as exc:
             raise IngestError(f"{self.path}: loading {label} failed ({_short(exc)})") from exc
 
+    def begin(self) -> None:
+        """Start a transaction: COPYs inside one commit together, much faster than one by one."""
+        self._conn.execute("BEGIN TRANSACTION")
+
+    def commit(self) -> None:
+        self._conn.execute("COMMIT")
+
     def create_schema(self) -> None:
         for statement in schema.ddl():
             self._conn.execute(statement)
@@ -130,7 +137,9 @@ def write_transaction(path: Path) -> Iterator[GraphStore]:
         committed = False
         try:
             store.create_schema()
+            store.begin()
             yield store
+            store.commit()
             store.close()
             if _wal(staging).exists():
                 raise IngestError(f"{path}: staging database was not checkpointed")
