@@ -1,4 +1,4 @@
-"""Event tables of one rank → the Op, Runtime and Kernel node tables, keyed by (run, rank, ev_idx)."""
+"""One rank's events → the Op, Runtime and Kernel node tables, keyed by (run, rank, ev_idx)."""
 
 from __future__ import annotations
 

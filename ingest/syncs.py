@@ -4,8 +4,8 @@
   ended → the runtime call with the sync's correlation (e.g. cudaStreamSynchronize).
 - Context Sync: the same, once for every stream of the device → cudaDeviceSynchronize.
 - Event Sync: the activity of the last launch onto (device, wait_on_stream) issued before the
-  cudaEventRecord named by wait_on_cuda_event_record_corr_id → the waiting call (cudaEventSynchronize,
-  and cudaEventQuery too, as in HTA).
+  cudaEventRecord named by wait_on_cuda_event_record_corr_id → the waiting call
+  (cudaEventSynchronize, and cudaEventQuery too, as in HTA).
 - Stream Wait Event: that same activity → the activity of the next launch from the thread that
   called cudaStreamWaitEvent onto the waiting stream (Kernel → Kernel).
 
@@ -118,7 +118,7 @@ def _lookup(table: dict[str, np.ndarray], correlation: np.ndarray, column: str) 
 def _launches(
     events: pa.Table, runtime: pa.Table, gpu: dict[str, np.ndarray]
 ) -> dict[str, np.ndarray]:
-    """One row per (launch call, device, stream): the call's ts and thread, and its last activity."""
+    """One row per (launch call, device, stream): call ts and thread, and its last activity."""
     edges = launch_edges(events)
     if edges.num_rows == 0:
         return {
