@@ -117,6 +117,40 @@ def _claim_run(store: GraphStore, run: str) -> int:
     return run_idx
 
 
+# Ranks are loaded in batches of about this many rows: few large COPYs are much faster than
+# many small ones, and the batch bounds memory on runs of many ranks.
+BATCH_ROWS = 4_000_000
+
+
+class _Batch:
+    """Node and edge tables of several ranks, loaded together (nodes before their edges)."""
+
+    def __init__(self, store: GraphStore) -> None:
+        self.store = store
+        self.nodes: dict[str, list[pa.Table]] = {label: [] for label in schema.EVENT_LABELS}
+        self.edges: dict[str, list[pa.Table]] = {}
+        self.rows = 0
+
+    def add(self, node_tables: dict[str, pa.Table], edge_tables: dict[str, pa.Table]) -> None:
+        for label, table in node_tables.items():
+            self.nodes[label].append(table)
+            self.rows += table.num_rows
+        for label, table in edge_tables.items():
+            self.edges.setdefault(label, []).append(table)
+            self.rows += table.num_rows
+
+    def flush(self) -> None:
+        for label, tables in self.nodes.items():
+            if tables:
+                self.store.copy(label, pa.concat_tables(tables))
+            tables.clear()
+        for label, tables in self.edges.items():
+            if tables:
+                self.store.copy_edges(label, pa.concat_tables(tables))
+            tables.clear()
+        self.rows = 0
+
+
 def _load(
     store: GraphStore,
     traces: list[RankTrace],
@@ -129,60 +163,53 @@ def _load(
     summaries: list[RankSummary] = []
     parts: list[pa.Table] = []
     rank_rows: list[dict[str, object]] = []
-    world_size = max((t.world_size or 0 for t in traces), default=0) or len(traces)
+    batch = _Batch(store)
     for i, trace in enumerate(traces):
         report("link", i, len(traces))
         events = nodes.with_keys(trace, run, run_idx)
-        tables = nodes.node_tables(events)
-        for label, table in tables.items():
-            store.copy(label, table)
-        for label, edges in _rank_edges(events).items():
-            edge_counts[label] = edge_counts.get(label, 0) + _copy_edges(store, label, edges)
+        node_tables = nodes.node_tables(events)
+        edge_tables = _rank_edges(events)
+        batch.add(node_tables, edge_tables)
+        if batch.rows >= BATCH_ROWS:
+            batch.flush()
+        for label, edges in edge_tables.items():
+            edge_counts[label] = edge_counts.get(label, 0) + edges.num_rows
         parts.append(collectives.participants(events))
-        counts = {label: t.num_rows for label, t in tables.items()}
+        counts = {label: t.num_rows for label, t in node_tables.items()}
         counts["cuda_sync"] = pc.sum(pc.equal(events["label"], "sync")).as_py() or 0
         summaries.append(RankSummary(trace.rank, trace.file, counts))
         rank_rows.append(_rank_row(trace, run, run_idx, events, counts))
+    batch.flush()
     report("link", len(traces), len(traces))
-    all_parts = pa.concat_tables(parts) if parts else collectives.participants(pa.table({}))
-    coll_nodes, part_of = collectives.match(all_parts, run, run_idx)
+    coll_nodes, part_of = collectives.match(pa.concat_tables(parts), run, run_idx)
     store.copy("Collective", schema.conform(coll_nodes, schema.COLLECTIVE))
-    edge_counts["PART_OF"] = _copy_edges(
-        store,
-        "PART_OF",
-        part_of.append_column("to_label", pa.array(["Collective"] * part_of.num_rows, pa.string())),
+    to_collective = pa.array(["Collective"] * part_of.num_rows, pa.string())
+    edge_counts["PART_OF"] = store.copy_edges(
+        "PART_OF", part_of.append_column("to_label", to_collective)
     )
     store.copy("Rank", schema.conform(pa.Table.from_pylist(rank_rows), schema.RANK))
-    store.copy(
-        "Run",
-        schema.conform(
-            pa.Table.from_pylist(
-                [
-                    {
-                        "name": run,
-                        "run_idx": run_idx,
-                        "sources": json.dumps([str(f) for f in files]),
-                        "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                        "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
-                        "world_size": world_size,
-                        "edge_counts": json.dumps(edge_counts, sort_keys=True),
-                    }
-                ]
-            ),
-            schema.RUN,
-        ),
-    )
+    world_size = max((t.world_size or 0 for t in traces), default=0) or len(traces)
+    run_row = {
+        "name": run,
+        "run_idx": run_idx,
+        "sources": json.dumps([str(f) for f in files]),
+        "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
+        "world_size": world_size,
+        "edge_counts": json.dumps(edge_counts, sort_keys=True),
+    }
+    store.copy("Run", schema.conform(pa.Table.from_pylist([run_row]), schema.RUN))
     return IngestResult(run, summaries, coll_nodes.num_rows, edge_counts)
 
 
 def _rank_edges(events: pa.Table) -> dict[str, pa.Table]:
-    with_labels = {
+    """The structural edges of one rank, each with from_label/to_label columns."""
+    return {
         "CALLS": link.call_edges(events),
         "LAUNCHES": _labelled(link.launch_edges(events), "Runtime", "Kernel"),
         "NEXT_ON_STREAM": _labelled(link.stream_edges(events), "Kernel", "Kernel"),
         "SYNCS": syncs.sync_edges(events),
     }
-    return with_labels
 
 
 def _labelled(edges: pa.Table, src: str, dst: str) -> pa.Table:
@@ -193,15 +220,7 @@ def _labelled(edges: pa.Table, src: str, dst: str) -> pa.Table:
 
 
 def _copy_edges(store: GraphStore, label: str, edges: pa.Table) -> int:
-    """COPY edges (with from_label/to_label columns) into each FROM/TO pair of the rel table."""
-    rel = schema.REL_BY_LABEL[label]
-    total = 0
-    for src, dst in rel.pairs:
-        mask = pc.and_(pc.equal(edges["from_label"], src), pc.equal(edges["to_label"], dst))
-        part = edges.filter(mask)
-        store.copy(label, schema.conform(part, rel), pair=(src, dst))
-        total += part.num_rows
-    return total
+    return store.copy_edges(label, edges)
 
 
 def _rank_row(

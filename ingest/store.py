@@ -20,6 +20,7 @@ from pathlib import Path
 
 import kuzu
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import schema
 from .errors import IngestError
@@ -93,6 +94,17 @@ class GraphStore:
             self._conn.execute(f"COPY {label} FROM $data{options}", {"data": data})
         except RuntimeError as exc:
             raise IngestError(f"{self.path}: loading {label} failed ({_short(exc)})") from exc
+
+    def copy_edges(self, label: str, edges: pa.Table) -> int:
+        """COPY edges carrying from_label/to_label columns into each FROM/TO pair of the table."""
+        rel = schema.REL_BY_LABEL[label]
+        total = 0
+        for src, dst in rel.pairs:
+            mask = pc.and_(pc.equal(edges["from_label"], src), pc.equal(edges["to_label"], dst))
+            part = edges.filter(mask)
+            self.copy(label, schema.conform(part, rel), pair=(src, dst))
+            total += part.num_rows
+        return total
 
     def begin(self) -> None:
         """Start a transaction: COPYs inside one commit together, much faster than one by one."""
