@@ -1,0 +1,222 @@
+"""Diff two edge sets of one run: which dependency edges, path flags and lengths differ, and why.
+
+An edge is identified by (source event, source boundary, destination event, destination boundary,
+type). Edges in both sets may still differ in weight or in whether they lie on the critical path.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracegraph.ingest.store import GraphStore
+
+KEY = ["src", "src_boundary", "dst", "dst_boundary", "type"]
+KERNEL_GAP_CUTOFF_NS = 1_500_000
+RUNTIME_LOCK_CALLS = ("cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync")
+
+_EDGES = """
+MATCH (a)-[d:DEP]->(b)
+WHERE d.edge_set = $edge_set AND a.run = $run
+RETURN a.id AS src, d.src_boundary AS src_boundary, b.id AS dst, d.dst_boundary AS dst_boundary,
+       d.type AS type, d.weight_ns AS weight_ns, d.on_critical_path AS on_critical_path,
+       a.rank AS rank, label(a) AS src_label, a.name AS src_name, a.ts AS src_ts,
+       a.dur AS src_dur, a.tid AS src_tid, label(b) AS dst_label, b.name AS dst_name,
+       b.ts AS dst_ts, b.dur AS dst_dur, b.tid AS dst_tid
+"""
+
+
+class DiffError(Exception):
+    """Edge sets that cannot be compared (unknown name, different runs)."""
+
+
+@dataclass(frozen=True)
+class EdgeSetDiff:
+    run: str
+    a: str
+    b: str
+    counts: pa.Table  # rank, type, only_a, only_b, both, critical_changed
+    path_lengths: pa.Table  # rank, a_ns, b_ns, a_status, b_status
+    edges: pa.Table  # one row per differing edge, with `change` and `reason`
+
+
+def edge_set_runs(store: GraphStore, name: str) -> list[str]:
+    rows = store.run("MATCH (e:EdgeSet) WHERE e.name = $name RETURN e.run AS run", {"name": name})
+    return rows.table["run"].to_pylist()
+
+
+def diff_edge_sets(
+    store: GraphStore,
+    a: str,
+    b: str,
+    run: str | None = None,
+    edge_type: str | None = None,
+    rank: int | None = None,
+) -> EdgeSetDiff:
+    """Compare edge sets `a` and `b` of one run (the only run holding both, unless named)."""
+    run = _common_run(store, a, b, run)
+    left = _edges(store, a, run, edge_type, rank)
+    right = _edges(store, b, run, edge_type, rank)
+    joined = _outer_join(left, right)
+    edges = _differing(joined)
+    return EdgeSetDiff(run, a, b, _counts(joined), _path_lengths(store, a, b, run, rank), edges)
+
+
+def _common_run(store: GraphStore, a: str, b: str, run: str | None) -> str:
+    runs_a, runs_b = set(edge_set_runs(store, a)), set(edge_set_runs(store, b))
+    for name, runs in ((a, runs_a), (b, runs_b)):
+        if not runs:
+            raise DiffError(f"no edge set '{name}' in {store.path}")
+    common = sorted(runs_a & runs_b)
+    if run is not None:
+        if run not in common:
+            raise DiffError(f"run '{run}' does not hold both '{a}' and '{b}' (it is in {common})")
+        return run
+    if len(common) != 1:
+        raise DiffError(f"'{a}' and '{b}' are both in runs {common}: choose one with --run")
+    return common[0]
+
+
+def _edges(
+    store: GraphStore, name: str, run: str, edge_type: str | None, rank: int | None
+) -> pa.Table:
+    table = store.run(_EDGES, {"edge_set": name, "run": run}).table
+    if edge_type is not None:
+        table = table.filter(pc.equal(table["type"], edge_type))
+    if rank is not None:
+        table = table.filter(pc.equal(table["rank"], rank))
+    return table
+
+
+def _outer_join(left: pa.Table, right: pa.Table) -> pa.Table:
+    """One row per edge in either set: descriptive columns, a_/b_ flags, in_a, in_b."""
+    flags = ["weight_ns", "on_critical_path"]
+    described = [c for c in left.column_names if c not in KEY and c not in flags]
+    union = pa.concat_tables([left.select(KEY + described), right.select(KEY + described)])
+    union = union.group_by(KEY, use_threads=False).aggregate([(c, "first") for c in described])
+    union = union.rename_columns(KEY + described)
+    for side, table in (("a", left), ("b", right)):
+        marked = table.select(KEY + flags).append_column(
+            f"in_{side}", pa.array(np.ones(table.num_rows, dtype=bool))
+        )
+        marked = marked.rename_columns(KEY + [f"{side}_{f}" for f in flags] + [f"in_{side}"])
+        union = union.join(marked, KEY, join_type="left outer")
+    for column in ("in_a", "in_b"):
+        union = union.set_column(
+            union.column_names.index(column), column, pc.fill_null(union[column], False)
+        )
+    return union
+
+
+def _differing(joined: pa.Table) -> pa.Table:
+    in_a, in_b = joined["in_a"], joined["in_b"]
+    both = pc.and_(in_a, in_b)
+    crit_changed = pc.and_(
+        both, pc.not_equal(joined["a_on_critical_path"], joined["b_on_critical_path"])
+    )
+    weight_changed = pc.and_(both, pc.not_equal(joined["a_weight_ns"], joined["b_weight_ns"]))
+    change = pc.case_when(
+        pc.make_struct(pc.invert(in_b), pc.invert(in_a), weight_changed, crit_changed),
+        "only in A",
+        "only in B",
+        "weight changed",
+        "critical path changed",
+    )
+    rows = joined.append_column("change", change).filter(pc.is_valid(change))
+    reasons = [_reason(r) for r in rows.to_pylist()]
+    rows = rows.append_column("reason", pa.array(reasons, pa.string()))
+    return rows.sort_by([("rank", "ascending"), ("src_ts", "ascending"), ("dst_ts", "ascending")])
+
+
+def _reason(edge: dict[str, object]) -> str:
+    """Why an edge differs, where the data shows it."""
+    kind, change = edge["type"], edge["change"]
+    src_end = int(edge["src_ts"] or 0) + int(edge["src_dur"] or 0)
+    if kind == "kernel_kernel_delay" and change in ("only in A", "only in B"):
+        gap = int(edge["dst_ts"] or 0) - src_end
+        side = "≥" if gap >= KERNEL_GAP_CUTOFF_NS else "<"
+        return f"kernel→kernel gap {gap / 1e6:.2f} ms {side} 1.5 ms"
+    names = {edge["src_name"], edge["dst_name"]}
+    if edge["src_label"] == edge["dst_label"] == "Runtime" and names & set(RUNTIME_LOCK_CALLS):
+        if change == "weight changed":
+            return "runtime call span weighted in full (CUDA runtime-lock pass)"
+        return "edge between CUDA runtime calls (CUDA runtime-lock pass)"
+    if edge["src_tid"] != edge["dst_tid"] and "Kernel" not in (
+        edge["src_label"],
+        edge["dst_label"],
+    ):
+        return f"crosses threads {edge['src_tid']}→{edge['dst_tid']} (backward-thread merge)"
+    if change == "critical path changed":
+        return "same edge; the critical path moved"
+    return ""
+
+
+def _counts(joined: pa.Table) -> pa.Table:
+    in_a, in_b = joined["in_a"], joined["in_b"]
+    both = pc.and_(in_a, in_b)
+    crit = pc.and_(both, pc.not_equal(joined["a_on_critical_path"], joined["b_on_critical_path"]))
+    frame = pa.table(
+        {
+            "rank": joined["rank"],
+            "type": joined["type"],
+            "only_a": pc.cast(pc.and_(in_a, pc.invert(in_b)), pa.int64()),
+            "only_b": pc.cast(pc.and_(in_b, pc.invert(in_a)), pa.int64()),
+            "both": pc.cast(both, pa.int64()),
+            "critical_changed": pc.cast(pc.fill_null(crit, False), pa.int64()),
+        }
+    )
+    sums = frame.group_by(["rank", "type"]).aggregate(
+        [(c, "sum") for c in ("only_a", "only_b", "both", "critical_changed")]
+    )
+    sums = sums.rename_columns(["rank", "type", "only_a", "only_b", "both", "critical_changed"])
+    return sums.sort_by([("rank", "ascending"), ("type", "ascending")])
+
+
+def _path_lengths(store: GraphStore, a: str, b: str, run: str, rank: int | None) -> pa.Table:
+    rows = []
+    per_set = {}
+    for name in (a, b):
+        result = store.run(
+            "MATCH (e:EdgeSet) WHERE e.name = $name AND e.run = $run RETURN e.ranks AS ranks",
+            {"name": name, "run": run},
+        ).table
+        per_set[name] = {int(r["rank"]): r for r in json.loads(result["ranks"][0].as_py() or "[]")}
+    for r in sorted(set(per_set[a]) | set(per_set[b])):
+        if rank is not None and r != rank:
+            continue
+        ra, rb = per_set[a].get(r, {}), per_set[b].get(r, {})
+        rows.append(
+            {
+                "rank": r,
+                "a_ns": ra.get("path_length_ns"),
+                "b_ns": rb.get("path_length_ns"),
+                "a_status": ra.get("status"),
+                "b_status": rb.get("status"),
+            }
+        )
+    schema = pa.schema(
+        [
+            ("rank", pa.int64()),
+            ("a_ns", pa.int64()),
+            ("b_ns", pa.int64()),
+            ("a_status", pa.string()),
+            ("b_status", pa.string()),
+        ]
+    )
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def chakra_view(store: GraphStore, run: str, edge_sets: list[str]) -> pa.Table:
+    """Per rank and edge set: sync edges in the whole graph vs on the critical path."""
+    result = store.run(
+        "MATCH (a)-[d:DEP]->(b) WHERE a.run = $run AND d.type = 'sync_dependency' "
+        "RETURN d.edge_set AS edge_set, a.rank AS rank, count(*) AS sync_edges, "
+        "sum(CASE WHEN d.on_critical_path THEN 1 ELSE 0 END) AS on_critical_path",
+        {"run": run},
+    ).table
+    keep = result.filter(pc.is_in(result["edge_set"], pa.array(edge_sets)))
+    return keep.sort_by([("rank", "ascending"), ("edge_set", "ascending")])
