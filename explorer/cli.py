@@ -18,6 +18,7 @@ from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, IngestResult, ingest
 from tracegraph.ingest.store import GraphStore, QueryError
 from tracegraph.queries.catalog import CatalogError, canned_queries, canned_query, coerce_params
+from tracegraph.queries.diff import DiffError, chakra_view, diff_edge_sets
 from tracegraph.queries.summary import database_info
 
 from . import output
@@ -33,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (TraceFormatError, IngestError, QueryError, CatalogError, UsageError) as exc:
+    except (TraceFormatError, IngestError, QueryError, CatalogError, DiffError, UsageError) as exc:
         print(f"tracegraph: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -79,6 +80,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=output.FORMATS, default="table")
     p.add_argument("--timeout-s", type=float, default=60.0, help="query timeout (0: none)")
     p.set_defaults(handler=_query)
+
+    p = sub.add_parser("diff", help="compare two edge sets of a run")
+    p.add_argument("db", type=Path)
+    p.add_argument("set_a", metavar="SET_A")
+    p.add_argument("set_b", metavar="SET_B")
+    p.add_argument("--run", help="the run (needed when several runs hold both edge sets)")
+    p.add_argument("--type", dest="edge_type", help="only this edge type, e.g. sync_dependency")
+    p.add_argument("--rank", type=int, help="only this rank")
+    p.add_argument("--limit", type=int, default=50, help="differing edges to list (table format)")
+    p.add_argument("--format", choices=output.FORMATS, default="table")
+    p.set_defaults(handler=_diff)
 
     p = sub.add_parser("queries", help="list canned queries with their parameters")
     p.set_defaults(handler=_queries)
@@ -212,6 +224,58 @@ def _param_value(raw: str) -> object:
         except json.JSONDecodeError:
             pass
     return raw
+
+
+def _diff(args: argparse.Namespace) -> int:
+    with _open(args.db) as store:
+        diff = diff_edge_sets(store, args.set_a, args.set_b, args.run, args.edge_type, args.rank)
+        chakra = chakra_view(store, diff.run, [args.set_a, args.set_b])
+    if args.format == "json":
+        print(
+            json.dumps(
+                {
+                    "run": diff.run,
+                    "a": diff.a,
+                    "b": diff.b,
+                    "counts": diff.counts.to_pylist(),
+                    "path_lengths": diff.path_lengths.to_pylist(),
+                    "sync_edges": chakra.to_pylist(),
+                    "edges": diff.edges.to_pylist(),
+                },
+                indent=1,
+                default=str,
+            )
+        )
+        return 0
+    if args.format == "csv":
+        sys.stdout.write(output.render(diff.edges, "csv"))
+        return 0
+    print(f"run '{diff.run}': A = {diff.a}, B = {diff.b}")
+    print("edges by rank and type:")
+    print(_indent(output.render(diff.counts)))
+    print("critical path length (ns) and status per rank:")
+    print(_indent(output.render(diff.path_lengths)))
+    print("sync edges: whole graph vs on the critical path (what Chakra keeps):")
+    print(_indent(output.render(chakra)))
+    shown = diff.edges.select(
+        [
+            "change",
+            "reason",
+            "rank",
+            "type",
+            "src_name",
+            "src_boundary",
+            "dst_name",
+            "dst_boundary",
+            "a_weight_ns",
+            "b_weight_ns",
+            "src_ts",
+            "dst_ts",
+        ]
+    )
+    print(f"differing edges ({diff.edges.num_rows}, first {min(args.limit, shown.num_rows)}):")
+    print(_indent(output.render(shown.slice(0, args.limit), max_width=40)))
+    return 0
 
 
 def _queries(args: argparse.Namespace) -> int:

@@ -28,10 +28,17 @@ Event = dict[str, Any]
 CONFIG = SyntheticConfig()  # 4 ranks x 3 steps x 8 layers, straggler rank 3
 CPU_CATS = {"cpu_op", "user_annotation", "cuda_runtime"}
 GPU_CATS = {"kernel", "gpu_memcpy", "gpu_memset"}
-LAUNCHER = {"kernel": "cudaLaunchKernel", "gpu_memcpy": "cudaMemcpyAsync",
-            "gpu_memset": "cudaMemsetAsync"}
-SYNC_CALLER = {"Stream Sync": "cudaStreamSynchronize", "Event Sync": "cudaEventSynchronize",
-               "Context Sync": "cudaDeviceSynchronize", "Stream Wait Event": "cudaStreamWaitEvent"}
+LAUNCHER = {
+    "kernel": "cudaLaunchKernel",
+    "gpu_memcpy": "cudaMemcpyAsync",
+    "gpu_memset": "cudaMemsetAsync",
+}
+SYNC_CALLER = {
+    "Stream Sync": "cudaStreamSynchronize",
+    "Event Sync": "cudaEventSynchronize",
+    "Context Sync": "cudaDeviceSynchronize",
+    "Stream Wait Event": "cudaStreamWaitEvent",
+}
 
 
 def _load(path: Path) -> dict[str, Any]:
@@ -64,8 +71,9 @@ def out(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def ranks(out: Path) -> dict[int, list[Event]]:
-    return {r: _load(out / "ranks" / f"rank{r}.trace.json")["traceEvents"]
-            for r in range(CONFIG.ranks)}
+    return {
+        r: _load(out / "ranks" / f"rank{r}.trace.json")["traceEvents"] for r in range(CONFIG.ranks)
+    }
 
 
 def test_same_config_same_bytes(tmp_path: Path) -> None:
@@ -92,16 +100,25 @@ def test_top_level(out: Path) -> None:
     dist = trace["distributedInfo"]
     assert dist["backend"] == "nccl" and dist["pg_count"] == 1
     assert (dist["rank"], dist["world_size"]) == (2, 4)
-    assert dist["pg_config"] == [{"pg_name": "0", "pg_desc": "default_pg",
-                                  "backend_config": "cuda:nccl", "pg_size": 4,
-                                  "ranks": [0, 1, 2, 3]}]
+    assert dist["pg_config"] == [
+        {
+            "pg_name": "0",
+            "pg_desc": "default_pg",
+            "backend_config": "cuda:nccl",
+            "pg_size": 4,
+            "ranks": [0, 1, 2, 3],
+        }
+    ]
 
 
-@pytest.mark.parametrize("config", [
-    CONFIG,
-    SyntheticConfig(ranks=1, steps=2, layers=5, bucket_layers=2, with_cuda_sync=False),
-    SyntheticConfig(ranks=3, steps=1, layers=1, with_fwdbwd=False, slow_gap_every=0),
-])
+@pytest.mark.parametrize(
+    "config",
+    [
+        CONFIG,
+        SyntheticConfig(ranks=1, steps=2, layers=5, bucket_layers=2, with_cuda_sync=False),
+        SyntheticConfig(ranks=3, steps=1, layers=1, with_fwdbwd=False, slow_gap_every=0),
+    ],
+)
 def test_counts_match_expected(config: SyntheticConfig, tmp_path: Path) -> None:
     paths = write_per_rank(config, tmp_path)
     expected = expected_counts(config)
@@ -124,10 +141,17 @@ def test_gpu_activity_has_its_launch(ranks: dict[int, list[Event]]) -> None:
             assert _ns(e["ts"]) > _ns(launch["ts"])
             corr = e["args"]["correlation"]
             start, finish = flows["s", corr], flows["f", corr]
-            assert (start["pid"], start["tid"], start["ts"]) == (launch["pid"], launch["tid"],
-                                                                 launch["ts"])
+            assert (start["pid"], start["tid"], start["ts"]) == (
+                launch["pid"],
+                launch["tid"],
+                launch["ts"],
+            )
             assert (finish["pid"], finish["tid"], finish["ts"], finish["bp"]) == (
-                e["pid"], e["tid"], e["ts"], "e")
+                e["pid"],
+                e["tid"],
+                e["ts"],
+                "e",
+            )
 
 
 def test_cuda_sync_events_point_at_their_calls(ranks: dict[int, list[Event]]) -> None:
@@ -205,8 +229,11 @@ def test_forward_backward_flows(ranks: dict[int, list[Event]]) -> None:
 
 
 def _nccl_kernels(events: list[Event]) -> dict[int, Event]:
-    return {e["args"]["Seq"]: e for e in events
-            if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_AllReduce")}
+    return {
+        e["args"]["Seq"]: e
+        for e in events
+        if e.get("cat") == "kernel" and e["name"].startswith("ncclDevKernel_AllReduce")
+    }
 
 
 def test_collectives_end_together(ranks: dict[int, list[Event]]) -> None:
@@ -242,8 +269,10 @@ def test_record_param_comms(ranks: dict[int, list[Event]]) -> None:
 
 def test_kernel_gaps_and_stall(ranks: dict[int, list[Event]]) -> None:
     for rank, events in ranks.items():
-        kernels = sorted((e for e in events if e.get("cat") == "kernel" and e["tid"] == 7),
-                         key=lambda e: _ns(e["ts"]))
+        kernels = sorted(
+            (e for e in events if e.get("cat") == "kernel" and e["tid"] == 7),
+            key=lambda e: _ns(e["ts"]),
+        )
         gaps = [_ns(b["ts"]) - _end(a) for a, b in zip(kernels, kernels[1:], strict=False)]
         assert max(gaps) > 1_500_000, rank
         loader = [e for e in events if e["name"].startswith("enumerate(DataLoader)")]
@@ -283,8 +312,10 @@ def test_merged_file(out: Path, ranks: dict[int, list[Event]]) -> None:
     for rank, events in by_rank.items():
         assert Counter(_category(e) for e in events) == Counter(expected[rank])
         assert _strip(events) == _strip(ranks[rank]) - _names(ranks[rank])
-    correlations = [{e["args"]["correlation"] for e in evs if e.get("cat") == "kernel"}
-                    for evs in by_rank.values()]
+    correlations = [
+        {e["args"]["correlation"] for e in evs if e.get("cat") == "kernel"}
+        for evs in by_rank.values()
+    ]
     assert set.intersection(*correlations)
 
 
@@ -302,8 +333,9 @@ def _strip(events: list[Event]) -> set[str]:
 
 
 def _names(events: list[Event]) -> set[str]:
-    return {json.dumps(e, sort_keys=True, default=str) for e in events
-            if e["name"] == "process_name"}
+    return {
+        json.dumps(e, sort_keys=True, default=str) for e in events if e["name"] == "process_name"
+    }
 
 
 def test_merged_without_rank_args(tmp_path: Path) -> None:
@@ -311,8 +343,12 @@ def test_merged_without_rank_args(tmp_path: Path) -> None:
     events = _load(write_merged(config, tmp_path / "m.json", rank_in_args=False))["traceEvents"]
     assert not any("rank" in e.get("args", {}) for e in events)
     names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
-    assert names == {1000: "rank 0: python3.11", 0: "rank 0: GPU 0",
-                     1_001_001: "rank 1: python3.11", 1_000_001: "rank 1: GPU 1"}
+    assert names == {
+        1000: "rank 0: python3.11",
+        0: "rank 0: GPU 0",
+        1_001_001: "rank 1: python3.11",
+        1_000_001: "rank 1: GPU 1",
+    }
 
 
 def test_base_time_shifts_ts_only(tmp_path: Path) -> None:
@@ -333,8 +369,21 @@ def test_size_estimate(tmp_path: Path) -> None:
 
 
 def test_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["--ranks", "2", "--steps", "1", "--layers", "2", "--out", str(tmp_path / "d"),
-            "--merged", str(tmp_path / "m.json"), "--gzip", "--seed", "3"]
+    args = [
+        "--ranks",
+        "2",
+        "--steps",
+        "1",
+        "--layers",
+        "2",
+        "--out",
+        str(tmp_path / "d"),
+        "--merged",
+        str(tmp_path / "m.json"),
+        "--gzip",
+        "--seed",
+        "3",
+    ]
     assert main(args) == 0
     printed = capsys.readouterr().out
     assert "rank1.trace.json.gz" in printed and "m.json" in printed and "total" in printed

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from tracegraph.explorer.cli import main
 
 TRACES = Path(__file__).resolve().parents[2].parent / "shared" / "traces"
