@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-STAGES = {"parse": "parsing files", "link": "linking and loading ranks"}
+STAGES = {"ingest": "ingesting files"}
 
 
 @contextmanager

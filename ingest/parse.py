@@ -68,17 +68,6 @@ class _LooseEvent(_RawEvent):
     bp: Any = None
 
 
-class _RawTrace(msgspec.Struct):
-    traceEvents: list[_RawEvent] | None = None
-    distributedInfo: Any = None
-    schemaVersion: Any = None
-    baseTimeNanoseconds: Any = None
-
-
-class _LooseTrace(_RawTrace):
-    traceEvents: list[_LooseEvent] | None = None  # type: ignore[assignment]
-
-
 class _Args(msgspec.Struct):
     """The args every link needs; everything else stays in the verbatim JSON text."""
 
@@ -115,10 +104,23 @@ class _LooseArgs(_Args):
     coll_seq: Any = msgspec.field(default=None, name="Seq")
 
 
-_TRACE_DECODERS = (
-    msgspec.json.Decoder(_RawTrace | list[_RawEvent]),
-    msgspec.json.Decoder(_LooseTrace | list[_LooseEvent]),
+class _TraceShell(msgspec.Struct):
+    """The top level, with each event kept as raw JSON text (a view into the file's bytes)."""
+
+    traceEvents: list[msgspec.Raw] | None = None
+    distributedInfo: Any = None
+    schemaVersion: Any = None
+    baseTimeNanoseconds: Any = None
+
+
+_SHELL_DECODER = msgspec.json.Decoder(_TraceShell | list[msgspec.Raw])
+_EVENT_DECODERS = (
+    msgspec.json.Decoder(list[_RawEvent]),
+    msgspec.json.Decoder(list[_LooseEvent]),
 )
+# Events are decoded into structs this many at a time, so that the structs of a whole large
+# trace never exist at once (they take several times the JSON's size).
+CHUNK_EVENTS = 20_000
 _ARGS_DECODERS = (
     msgspec.json.Decoder(list[_Args | None]),
     msgspec.json.Decoder(list[_LooseArgs | None]),
@@ -174,32 +176,42 @@ def parse_file(path: Path, options: ParseOptions = ParseOptions()) -> list[RankT
     """Parse one Kineto trace file into one RankTrace per rank it holds."""
     data = read_trace_bytes(path)
     try:
-        decoded = _decode(_TRACE_DECODERS, data)
+        shell = _SHELL_DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         raise TraceFormatError(path, f"not a Kineto JSON trace ({_first_line(exc)})") from exc
-    del data
-    if isinstance(decoded, list):
-        raw_events, top = decoded, _RawTrace()
+    if isinstance(shell, list):
+        raw_events, shell = shell, _TraceShell()
+    elif shell.traceEvents is None:
+        raise TraceFormatError(path, "JSON has no 'traceEvents' list")
     else:
-        if decoded.traceEvents is None:
-            raise TraceFormatError(path, "JSON has no 'traceEvents' list")
-        raw_events, top = decoded.traceEvents, decoded
+        raw_events = shell.traceEvents
     if not raw_events:
         raise TraceFormatError(path, "trace has no events")
-    events = _event_table(path, raw_events)
-    metadata = _process_names(raw_events)
-    del raw_events
-    if events.num_rows == 0:
+    chunks: list[pa.Table] = []
+    metadata: dict[int, int] = {}
+    for start in range(0, len(raw_events), CHUNK_EVENTS):
+        blob = b"[" + b",".join(raw_events[start : start + CHUNK_EVENTS]) + b"]"
+        try:
+            events = _decode(_EVENT_DECODERS, blob)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise TraceFormatError(path, f"malformed event ({_first_line(exc)})") from exc
+        del blob
+        chunks.append(_event_table(path, events, start))
+        metadata.update(_process_names(events))
+    del raw_events, data
+    events_table = pa.concat_tables(chunks)
+    if events_table.num_rows == 0:
         raise TraceFormatError(path, "trace has no complete ('X') events")
-    return _split_by_rank(path, events, metadata, top, options)
+    return _split_by_rank(path, events_table, metadata, shell, options)
 
 
 def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
-def _event_table(path: Path, raw: list[_RawEvent]) -> pa.Table:
-    """Columns of the complete ('X') and flow events; ev_idx is the position in traceEvents."""
+def _event_table(path: Path, raw: list[_RawEvent], first_idx: int) -> pa.Table:
+    """Columns of the complete ('X') and flow events; ev_idx is the position in traceEvents
+    (`raw` starts at position `first_idx`)."""
     keep = [i for i, e in enumerate(raw) if e.ph == "X" or e.ph in FLOW_PHASES]
     evs = [raw[i] for i in keep]
     cats = _str_column([e.cat for e in evs])
@@ -213,7 +225,7 @@ def _event_table(path: Path, raw: list[_RawEvent]) -> pa.Table:
     args_raw = [bytes(e.args) if x else b"" for e, x in zip(evs, is_x, strict=True)]
     args = _decode_args(path, args_raw)
     columns: dict[str, pa.Array] = {
-        "ev_idx": pa.array(keep, pa.int64()),
+        "ev_idx": pc.add(pa.array(keep, pa.int64()), first_idx),
         "label": label,
         "ph": phs,
         "cat": cats,
@@ -355,7 +367,7 @@ def _split_by_rank(
     path: Path,
     events: pa.Table,
     metadata_ranks: dict[int, int],
-    top: _RawTrace,
+    top: _TraceShell,
     options: ParseOptions,
 ) -> list[RankTrace]:
     arg_ranks = pc.unique(events["arg_rank"].drop_null()).to_pylist()
@@ -422,7 +434,7 @@ def _pid_ranks_from_args(events: pa.Table) -> dict[int, int]:
 
 
 def _rank_trace(
-    path: Path, rank: int, events: pa.Table, top: _RawTrace, world_size: int | None
+    path: Path, rank: int, events: pa.Table, top: _TraceShell, world_size: int | None
 ) -> RankTrace:
     devices = pc.unique(pc.filter(events["device"], pc.equal(events["label"], "Kernel")))
     devices = devices.drop_null().to_pylist()

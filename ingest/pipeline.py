@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,19 +74,19 @@ def ingest(
     """Ingest trace files (per rank or merged) as one run; all or nothing."""
     files = trace_files(paths)
     report = progress or (lambda stage, done, total: None)
-    traces = _parse_all(files, options.parse, report)
     run = options.run or _default_run_name(files)
     with write_transaction(db) as store:
         run_idx = _claim_run(store, run)
-        result = _load(store, traces, run, run_idx, files, report)
+        traces = _rank_traces(files, options.parse, report)
+        result = _load(store, traces, run, run_idx, files)
     return result
 
 
-def _parse_all(files: list[Path], options: ParseOptions, report: Progress) -> list[RankTrace]:
-    traces: list[RankTrace] = []
+def _rank_traces(files: list[Path], options: ParseOptions, report: Progress) -> Iterator[RankTrace]:
+    """The ranks of each file in turn; only one file's events are held at a time."""
     owner: dict[int, str] = {}
     for i, path in enumerate(files):
-        report("parse", i, len(files))
+        report("ingest", i, len(files))
         for trace in parse_file(path, options):
             if trace.rank in owner:
                 raise TraceFormatError(
@@ -95,9 +95,8 @@ def _parse_all(files: list[Path], options: ParseOptions, report: Progress) -> li
                     "trace per rank (use --rank N, or ingest it as another --run)",
                 )
             owner[trace.rank] = str(path)
-            traces.append(trace)
-    report("parse", len(files), len(files))
-    return traces
+            yield trace
+    report("ingest", len(files), len(files))
 
 
 def _default_run_name(files: list[Path]) -> str:
@@ -152,20 +151,16 @@ class _Batch:
 
 
 def _load(
-    store: GraphStore,
-    traces: list[RankTrace],
-    run: str,
-    run_idx: int,
-    files: list[Path],
-    report: Progress,
+    store: GraphStore, traces: Iterable[RankTrace], run: str, run_idx: int, files: list[Path]
 ) -> IngestResult:
     edge_counts: dict[str, int] = {}
     summaries: list[RankSummary] = []
     parts: list[pa.Table] = []
     rank_rows: list[dict[str, object]] = []
     batch = _Batch(store)
-    for i, trace in enumerate(traces):
-        report("link", i, len(traces))
+    world_size = 0
+    for trace in traces:
+        world_size = max(world_size, trace.world_size or 0)
         events = nodes.with_keys(trace, run, run_idx)
         node_tables = nodes.node_tables(events)
         edge_tables = _rank_edges(events)
@@ -180,7 +175,6 @@ def _load(
         summaries.append(RankSummary(trace.rank, trace.file, counts))
         rank_rows.append(_rank_row(trace, run, run_idx, events, counts))
     batch.flush()
-    report("link", len(traces), len(traces))
     coll_nodes, part_of = collectives.match(pa.concat_tables(parts), run, run_idx)
     store.copy("Collective", schema.conform(coll_nodes, schema.COLLECTIVE))
     to_collective = pa.array(["Collective"] * part_of.num_rows, pa.string())
@@ -188,7 +182,7 @@ def _load(
         "PART_OF", part_of.append_column("to_label", to_collective)
     )
     store.copy("Rank", schema.conform(pa.Table.from_pylist(rank_rows), schema.RANK))
-    world_size = max((t.world_size or 0 for t in traces), default=0) or len(traces)
+    world_size = world_size or len(summaries)
     run_row = {
         "name": run,
         "run_idx": run_idx,
