@@ -24,7 +24,8 @@ def participants(events: pa.Table) -> pa.Table:
         pc.match_substring_regex(events["name"], _KERNEL_PATTERN),
     )
     is_gloo = pc.and_(pc.equal(events["label"], "Op"), pc.starts_with(events["name"], _GLOO_PREFIX))
-    part = events.filter(pc.or_(is_kernel, is_gloo))
+    columns = ["id", "label", "rank", "ts", "name", "pg_name", "coll_name", "coll_seq"]
+    part = events.select(columns).filter(pc.or_(is_kernel, is_gloo))
     from_kernel = pc.struct_field(pc.extract_regex(part["name"], _KERNEL_NAME), "op")
     from_gloo = pc.utf8_slice_codeunits(part["name"], len(_GLOO_PREFIX))
     derived = pc.if_else(pc.equal(part["label"], "Kernel"), from_kernel, from_gloo)

@@ -25,6 +25,12 @@ _NESTING_PRIORITY = {
 LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 
 
+def rows_of(events: pa.Table, labels: tuple[str, ...], columns: list[str]) -> pa.Table:
+    """The given columns of the rows with these labels (selected first: filtering copies)."""
+    narrow = events.select(list(dict.fromkeys([*columns, "label"])))
+    return narrow.filter(pc.is_in(narrow["label"], pa.array(labels))).select(columns)
+
+
 def _filled(column: pa.ChunkedArray | pa.Array, value: int = -1) -> np.ndarray:
     return pc.fill_null(column, value).to_numpy().astype(np.int64, copy=False)
 
@@ -35,7 +41,9 @@ def call_edges(events: pa.Table) -> pa.Table:
     The parent of a range is the nearest earlier range (by start, longer first) on its thread
     that ends no earlier than it does; found for all ranges at once by pointer jumping.
     """
-    cpu = events.filter(pc.is_in(events["label"], pa.array(["Op", "Runtime"])))
+    cpu = rows_of(
+        events, ("Op", "Runtime"), ["id", "label", "cat", "pid", "tid", "ts", "dur", "ev_idx"]
+    )
     n = cpu.num_rows
     if n < 2:
         return _edges([], [], cpu, cpu)
@@ -90,8 +98,8 @@ def launch_edges(events: pa.Table) -> pa.Table:
     """LAUNCHES: runtime call → GPU activity with its correlation id (one call may launch many
     kernels: graph launches); where the correlation finds no call, the launch flow
     (ac2g / async) that ends on the activity."""
-    runtime = events.filter(pc.equal(events["label"], "Runtime"))
-    gpu = events.filter(pc.equal(events["label"], "Kernel"))
+    runtime = rows_of(events, ("Runtime",), ["id", "cat", "correlation", "ts", "pid", "tid"])
+    gpu = rows_of(events, ("Kernel",), ["id", "correlation", "ts", "pid", "tid"])
     launcher = _one_call_per_correlation(runtime)
     by_corr = (
         gpu.select(["id", "correlation"])
@@ -131,12 +139,8 @@ def _flow_launches(events: pa.Table, runtime: pa.Table, gpu: pa.Table) -> pa.Tab
     )
     if gpu.num_rows == 0:
         return empty
-    flows = events.filter(
-        pc.and_(
-            pc.equal(events["label"], "flow"),
-            pc.is_in(events["cat"], pa.array(LAUNCH_FLOW_CATEGORIES)),
-        )
-    )
+    flows = rows_of(events, ("flow",), ["cat", "ph", "pid", "tid", "ts", "flow_id"])
+    flows = flows.filter(pc.is_in(flows["cat"], pa.array(LAUNCH_FLOW_CATEGORIES)))
     keys = ["pid", "tid", "ts"]
     starts = flows.filter(pc.equal(flows["ph"], "s")).select([*keys, "flow_id"])
     finishes = flows.filter(pc.equal(flows["ph"], "f")).select([*keys, "flow_id"])
@@ -155,7 +159,7 @@ def _flow_launches(events: pa.Table, runtime: pa.Table, gpu: pa.Table) -> pa.Tab
 
 def stream_edges(events: pa.Table) -> pa.Table:
     """NEXT_ON_STREAM: each GPU activity → the next one on its (device, stream), with the gap."""
-    gpu = events.filter(pc.equal(events["label"], "Kernel"))
+    gpu = rows_of(events, ("Kernel",), ["id", "device", "stream", "ts", "dur", "ev_idx"])
     device, stream = _filled(gpu["device"]), _filled(gpu["stream"])
     start = gpu["ts"].to_numpy()
     end = start + _filled(gpu["dur"], 0)

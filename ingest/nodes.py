@@ -6,7 +6,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import schema
-from .parse import RankTrace
 
 # Runtime calls that block the host or a stream until earlier GPU work is done.
 SYNC_CALLS = frozenset(
@@ -24,35 +23,52 @@ SYNC_CALLS = frozenset(
 )
 
 
-def with_keys(trace: RankTrace, run: str, run_idx: int) -> pa.Table:
-    """The rank's events with `id`, `run` and `rank` columns added."""
-    events = trace.events
+def with_keys(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
+    """The rank's events with `id`, `run` and `rank` columns added, sorted by (label, ts), so
+    that each label's node table is a slice of it (no copy).
+
+    Sorting moves one column at a time and drops the original as it goes: pass a table nothing
+    else refers to, and peak memory stays near one copy of it.
+    """
     n = events.num_rows
-    if trace.rank > schema.MAX_RANK or (n and pc.max(events["ev_idx"]).as_py() > schema.MAX_EV):
-        raise ValueError(f"{trace.file}: rank or event index out of range")
-    rank = pa.array([trace.rank] * n, pa.int64())
-    ids = schema.event_key(run_idx, rank, events["ev_idx"])
+    if rank > schema.MAX_RANK or (n and pc.max(events["ev_idx"]).as_py() > schema.MAX_EV):
+        raise ValueError(f"rank {rank} or an event index is out of range")
     is_gpu = pc.equal(events["label"], "Kernel")
     # Kineto puts GPU activity on pid = device, tid = stream; args say so too where present.
     device = pc.if_else(is_gpu, pc.coalesce(events["device"], events["pid"]), events["device"])
     stream = pc.if_else(is_gpu, pc.coalesce(events["stream"], events["tid"]), events["stream"])
     events = events.set_column(events.column_names.index("device"), "device", device)
     events = events.set_column(events.column_names.index("stream"), "stream", stream)
-    return (
-        events.append_column("id", ids)
-        .append_column("run", pa.array([run] * n, pa.string()))
-        .append_column("rank", rank)
+    order = pc.sort_indices(
+        events.select(["label", "ts", "ev_idx"]),
+        sort_keys=[("label", "ascending"), ("ts", "ascending"), ("ev_idx", "ascending")],
     )
+    sorted_columns: dict[str, pa.ChunkedArray] = {}
+    for name in events.column_names:
+        sorted_columns[name] = events[name].take(order)
+        events = events.drop_columns([name])
+    rank_column = pa.repeat(pa.scalar(rank, pa.int64()), n)
+    sorted_columns["id"] = schema.event_key(run_idx, rank_column, sorted_columns["ev_idx"])
+    sorted_columns["run"] = pa.repeat(pa.scalar(run, pa.string()), n)
+    sorted_columns["rank"] = rank_column
+    return pa.table(sorted_columns)
 
 
 def node_tables(events: pa.Table) -> dict[str, pa.Table]:
     """Op, Runtime and Kernel tables in DDL column order, sorted by (rank, ts)."""
     out: dict[str, pa.Table] = {}
     for label in schema.EVENT_LABELS:
-        part = events.filter(pc.equal(events["label"], label))
+        part = label_slice(events, label)
         if label == "Runtime":
             is_sync = pc.is_in(part["name"], pa.array(sorted(SYNC_CALLS)))
             part = part.append_column("is_sync", is_sync)
-        part = part.sort_by([("rank", "ascending"), ("ts", "ascending"), ("ev_idx", "ascending")])
         out[label] = schema.conform(part, schema.NODE_BY_LABEL[label])
     return out
+
+
+def label_slice(events: pa.Table, label: str) -> pa.Table:
+    """The rows of one label from events sorted by label (as `with_keys` returns them)."""
+    labels = events["label"]
+    start = pc.sum(pc.less(labels, label)).as_py() or 0
+    count = pc.sum(pc.equal(labels, label)).as_py() or 0
+    return events.slice(start, count)

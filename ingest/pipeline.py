@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -87,15 +87,17 @@ def _rank_traces(files: list[Path], options: ParseOptions, report: Progress) -> 
     owner: dict[int, str] = {}
     for i, path in enumerate(files):
         report("ingest", i, len(files))
-        for trace in parse_file(path, options):
-            if trace.rank in owner:
+        traces = parse_file(path, options)
+        while traces:
+            rank = traces[0].rank
+            if rank in owner:
                 raise TraceFormatError(
                     path,
-                    f"rank {trace.rank} is also in {owner[trace.rank]}: a run holds one "
+                    f"rank {rank} is also in {owner[rank]}: a run holds one "
                     "trace per rank (use --rank N, or ingest it as another --run)",
                 )
-            owner[trace.rank] = str(path)
-            yield trace
+            owner[rank] = str(path)
+            yield traces.pop(0)  # keep no reference here: the consumer frees it as it goes
     report("ingest", len(files), len(files))
 
 
@@ -161,7 +163,10 @@ def _load(
     world_size = 0
     for trace in traces:
         world_size = max(world_size, trace.world_size or 0)
-        events = nodes.with_keys(trace, run, run_idx)
+        # hand the event table over so that with_keys holds the only reference to it
+        handover = [trace.events]
+        trace = replace(trace, events=trace.events.slice(0, 0))
+        events = nodes.with_keys(handover.pop(), trace.rank, run, run_idx)
         node_tables = nodes.node_tables(events)
         edge_tables = _rank_edges(events)
         batch.add(node_tables, edge_tables)
@@ -220,7 +225,8 @@ def _copy_edges(store: GraphStore, label: str, edges: pa.Table) -> int:
 def _rank_row(
     trace: RankTrace, run: str, run_idx: int, events: pa.Table, counts: dict[str, int]
 ) -> dict[str, object]:
-    skipped = events.filter(pc.and_(pc.is_null(events["label"]), pc.equal(events["ph"], "X")))
+    narrow = events.select(["cat", "label", "ph"])
+    skipped = narrow.filter(pc.and_(pc.is_null(narrow["label"]), pc.equal(narrow["ph"], "X")))
     by_cat = skipped.group_by("cat").aggregate([("cat", "count")]).to_pylist()
     return {
         "id": schema.event_key(run_idx, trace.rank, 0),

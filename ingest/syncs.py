@@ -19,20 +19,37 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .link import launch_edges
+from .link import launch_edges, rows_of
 
 SOURCE = "cuda_sync"
 
 
 def sync_edges(events: pa.Table) -> pa.Table:
     """SYNCS: GPU activity → the call or activity that waits for it (one rank's events)."""
-    syncs = events.filter(pc.equal(events["label"], "sync"))
+    syncs = rows_of(
+        events,
+        ("sync",),
+        [
+            "ev_idx",
+            "ts",
+            "dur",
+            "correlation",
+            "stream",
+            "wait_on_stream",
+            "wait_on_event_corr",
+            "device",
+            "pid",
+            "sync_kind",
+            "name",
+        ],
+    )
     if syncs.num_rows == 0:
         return _empty()
     gpu = _columns(
-        events.filter(pc.equal(events["label"], "Kernel")), ["id", "device", "stream", "ts"]
+        rows_of(events, ("Kernel",), ["id", "device", "stream", "ts"]),
+        ["id", "device", "stream", "ts"],
     )
-    runtime = events.filter(pc.equal(events["label"], "Runtime"))
+    runtime = rows_of(events, ("Runtime",), ["id", "correlation", "ts", "pid", "tid"])
     call_of = _call_by_correlation(runtime)
     launches = _launches(events, runtime, gpu)
     s = _columns(
