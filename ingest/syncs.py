@@ -26,46 +26,17 @@ SOURCE = "cuda_sync"
 
 def sync_edges(events: pa.Table) -> pa.Table:
     """SYNCS: GPU activity → the call or activity that waits for it (one rank's events)."""
-    syncs = rows_of(
-        events,
-        ("sync",),
-        [
-            "ev_idx",
-            "ts",
-            "dur",
-            "correlation",
-            "stream",
-            "wait_on_stream",
-            "wait_on_event_corr",
-            "device",
-            "pid",
-            "sync_kind",
-            "name",
-        ],
-    )
+    numbers = ["ev_idx", "ts", "dur", "correlation", "stream", "wait_on_stream",
+               "wait_on_event_corr", "device", "pid"]  # fmt: skip
+    syncs = rows_of(events, ("sync",), [*numbers, "sync_kind", "name"])
     if syncs.num_rows == 0:
         return _empty()
-    gpu = _columns(
-        rows_of(events, ("Kernel",), ["id", "device", "stream", "ts"]),
-        ["id", "device", "stream", "ts"],
-    )
+    gpu_columns = ["id", "device", "stream", "ts"]
+    gpu = _columns(rows_of(events, ("Kernel",), gpu_columns), gpu_columns)
     runtime = rows_of(events, ("Runtime",), ["id", "correlation", "ts", "pid", "tid"])
     call_of = _call_by_correlation(runtime)
     launches = _launches(events, runtime, gpu)
-    s = _columns(
-        syncs,
-        [
-            "ev_idx",
-            "ts",
-            "dur",
-            "correlation",
-            "stream",
-            "wait_on_stream",
-            "wait_on_event_corr",
-            "device",
-            "pid",
-        ],
-    )
+    s = _columns(syncs, numbers)
     s["device"] = np.where(s["device"] >= 0, s["device"], s["pid"])
     s["end"] = s["ts"] + np.maximum(s["dur"], 0)
     kind = syncs["sync_kind"].to_numpy(zero_copy_only=False)
