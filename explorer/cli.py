@@ -13,6 +13,10 @@ import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracegraph.ingest.edgesets.hta import build_hta_edge_set
 from tracegraph.ingest.errors import IngestError, TraceFormatError
 from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, IngestResult, ingest
@@ -80,6 +84,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=output.FORMATS, default="table")
     p.add_argument("--timeout-s", type=float, default=60.0, help="query timeout (0: none)")
     p.set_defaults(handler=_query)
+
+    p = sub.add_parser("edges", help="build a dependency edge set (HTA's graph of a version)")
+    p.add_argument("db", type=Path)
+    p.add_argument(
+        "--hta",
+        metavar="SPEC",
+        required=True,
+        help="HolisticTraceAnalysis==0.5.0 or traceinsight==0.6.1 (run in its own env)",
+    )
+    p.add_argument("--run", help="the run (needed when the database holds several)")
+    window = p.add_mutually_exclusive_group()
+    window.add_argument("--annotation", help="window: the annotation HTA looks for (substring)")
+    window.add_argument("--whole-trace", action="store_true", help="window: the whole trace")
+    p.add_argument("--instance", type=int, help="which instance of the annotation (default 0)")
+    p.add_argument(
+        "--cache",
+        type=Path,
+        default=None,
+        help="where HTA environments are cached (default ~/.cache/tracegraph/hta)",
+    )
+    p.set_defaults(handler=_edges)
 
     p = sub.add_parser("diff", help="compare two edge sets of a run")
     p.add_argument("db", type=Path)
@@ -226,6 +251,44 @@ def _param_value(raw: str) -> object:
     return raw
 
 
+def _edges(args: argparse.Namespace) -> int:
+    if args.instance is not None and not args.annotation:
+        raise UsageError("--instance needs --annotation")
+    annotation = "" if args.whole_trace or not args.annotation else args.annotation
+    with stderr_progress() as progress:
+        result = build_hta_edge_set(
+            args.db,
+            args.hta,
+            run=args.run,
+            annotation=annotation,
+            instance=args.instance,
+            cache_root=args.cache or _cache_root() / "hta",
+            progress=progress,
+        )
+    window = (
+        f"'{result.annotation}' instance {result.instance or 0}"
+        if result.annotation
+        else ("the whole trace")
+    )
+    print(
+        f"edge set '{result.name}' of run '{result.run}' ({result.spec}, {window}): "
+        f"{result.edges_loaded:,} edges"
+    )
+    for rank in result.ranks:
+        if rank.status == "ok":
+            by_type = ", ".join(f"{t} {n:,}" for t, n in sorted(rank.edges_by_type.items()))
+            length = (rank.path_length_ns or 0) / 1e3
+            print(f"  rank {rank.rank}: critical path {length:,.0f} µs; {by_type}")
+        else:
+            print(f"  rank {rank.rank}: HTA failed: {rank.message}")
+    return 0
+
+
+def _cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tracegraph"
+
+
 def _diff(args: argparse.Namespace) -> int:
     with _open(args.db) as store:
         diff = diff_edge_sets(store, args.set_a, args.set_b, args.run, args.edge_type, args.rank)
@@ -253,10 +316,29 @@ def _diff(args: argparse.Namespace) -> int:
     print(f"run '{diff.run}': A = {diff.a}, B = {diff.b}")
     print("edges by rank and type:")
     print(_indent(output.render(diff.counts)))
-    print("critical path length (ns) and status per rank:")
-    print(_indent(output.render(diff.path_lengths)))
+    print("critical path length (µs) and status per rank:")
+    lengths = diff.path_lengths
+    print(
+        _indent(
+            output.render(
+                pa.table(
+                    {
+                        "rank": lengths["rank"],
+                        "a_us": pc.divide(pc.cast(lengths["a_ns"], pa.float64()), 1e3),
+                        "b_us": pc.divide(pc.cast(lengths["b_ns"], pa.float64()), 1e3),
+                        "b_minus_a_us": pc.divide(
+                            pc.cast(pc.subtract(lengths["b_ns"], lengths["a_ns"]), pa.float64()),
+                            1e3,
+                        ),
+                        "a_status": lengths["a_status"],
+                        "b_status": lengths["b_status"],
+                    }
+                )
+            )
+        )
+    )
     print("sync edges: whole graph vs on the critical path (what Chakra keeps):")
-    print(_indent(output.render(chakra)))
+    print(_indent(output.render(chakra)) if chakra.num_rows else "  none in either edge set")
     shown = diff.edges.select(
         [
             "change",

@@ -17,10 +17,12 @@ from tracegraph.ingest.store import GraphStore
 
 KEY = ["src", "src_boundary", "dst", "dst_boundary", "type"]
 KERNEL_GAP_CUTOFF_NS = 1_500_000
+CHANGES = ("only in A", "only in B", "weight changed", "critical path changed")
 RUNTIME_LOCK_CALLS = ("cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync")
 
+# Endpoint labels are named: unlabeled `a.id` fails in Kuzu 0.11.3 (EdgeSet.id is a STRING).
 _EDGES = """
-MATCH (a)-[d:DEP]->(b)
+MATCH (a:Op:Runtime:Kernel)-[d:DEP]->(b:Op:Runtime:Kernel)
 WHERE d.edge_set = $edge_set AND a.run = $run
 RETURN a.id AS src, d.src_boundary AS src_boundary, b.id AS dst, d.dst_boundary AS dst_boundary,
        d.type AS type, d.weight_ns AS weight_ns, d.on_critical_path AS on_critical_path,
@@ -121,15 +123,21 @@ def _differing(joined: pa.Table) -> pa.Table:
     weight_changed = pc.and_(both, pc.not_equal(joined["a_weight_ns"], joined["b_weight_ns"]))
     change = pc.case_when(
         pc.make_struct(pc.invert(in_b), pc.invert(in_a), weight_changed, crit_changed),
-        "only in A",
-        "only in B",
-        "weight changed",
-        "critical path changed",
+        *CHANGES,
     )
     rows = joined.append_column("change", change).filter(pc.is_valid(change))
     reasons = [_reason(r) for r in rows.to_pylist()]
     rows = rows.append_column("reason", pa.array(reasons, pa.string()))
-    return rows.sort_by([("rank", "ascending"), ("src_ts", "ascending"), ("dst_ts", "ascending")])
+    # structural changes first, then flags that moved with the path
+    priority = pc.index_in(rows["change"], pa.array(CHANGES))
+    rows = rows.append_column("priority", priority)
+    order = [
+        ("priority", "ascending"),
+        ("rank", "ascending"),
+        ("src_ts", "ascending"),
+        ("dst_ts", "ascending"),
+    ]
+    return rows.sort_by(order).drop_columns(["priority"])
 
 
 def _reason(edge: dict[str, object]) -> str:
@@ -184,7 +192,8 @@ def _path_lengths(store: GraphStore, a: str, b: str, run: str, rank: int | None)
             "MATCH (e:EdgeSet) WHERE e.name = $name AND e.run = $run RETURN e.ranks AS ranks",
             {"name": name, "run": run},
         ).table
-        per_set[name] = {int(r["rank"]): r for r in json.loads(result["ranks"][0].as_py() or "[]")}
+        ranks = json.loads(result["ranks"][0].as_py() or "{}")
+        per_set[name] = {int(k): v for k, v in ranks.items()}
     for r in sorted(set(per_set[a]) | set(per_set[b])):
         if rank is not None and r != rank:
             continue
@@ -213,9 +222,11 @@ def _path_lengths(store: GraphStore, a: str, b: str, run: str, rank: int | None)
 def chakra_view(store: GraphStore, run: str, edge_sets: list[str]) -> pa.Table:
     """Per rank and edge set: sync edges in the whole graph vs on the critical path."""
     result = store.run(
-        "MATCH (a)-[d:DEP]->(b) WHERE a.run = $run AND d.type = 'sync_dependency' "
+        # `= true` spelled out: a bare boolean in CASE groups wrongly in Kuzu 0.11.3
+        "MATCH (a:Op:Runtime:Kernel)-[d:DEP]->(b:Op:Runtime:Kernel) "
+        "WHERE a.run = $run AND d.type = 'sync_dependency' "
         "RETURN d.edge_set AS edge_set, a.rank AS rank, count(*) AS sync_edges, "
-        "sum(CASE WHEN d.on_critical_path THEN 1 ELSE 0 END) AS on_critical_path",
+        "sum(CASE WHEN d.on_critical_path = true THEN 1 ELSE 0 END) AS on_critical_path",
         {"run": run},
     ).table
     keep = result.filter(pc.is_in(result["edge_set"], pa.array(edge_sets)))

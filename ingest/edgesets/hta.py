@@ -1,0 +1,237 @@
+"""Build an HTA edge set: HTA's critical-path graph of every rank of a run, loaded as `DEP` edges.
+
+HTA runs in its own cached environment (`hta_env`), in a subprocess running `hta_worker.py`;
+edges come back as Parquet and are keyed to our nodes by (run, rank, ev_idx). A rank HTA fails
+on is recorded on the `EdgeSet` node with HTA's message; the command still succeeds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+import time
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from . import hta_worker
+from .errors import EdgeSetError
+from .hta_env import HtaEnv, Progress, ensure_env, parse_spec
+from .hta_inputs import RankInput, rank_inputs, read_run
+from .hta_load import RankEdges, edge_set_row, rank_edges, replace_edge_set
+
+WORKER = Path(hta_worker.__file__).resolve()
+
+
+@dataclass(frozen=True)
+class RankStatus:
+    """What HTA gave for one rank: status, message, path length and edge counts by type."""
+
+    rank: int
+    status: str  # "ok" | "failed"
+    message: str
+    path_length_ns: int | None
+    edges_by_type: dict[str, int]
+    critical_path_by_type: dict[str, int]
+    skipped_edges: int  # HTA edges with an endpoint that is no event node of ours
+    window: dict[str, int] | None
+    seconds: dict[str, float]
+
+
+@dataclass(frozen=True)
+class EdgeSetResult:
+    """One built edge set: its name (e.g. `hta-0.5.0`), run, window and per-rank outcome."""
+
+    name: str
+    run: str
+    spec: str
+    version: str
+    annotation: str
+    instance: int | None
+    ranks: tuple[RankStatus, ...]
+    edges_loaded: int
+    worker_seconds: float
+
+
+def build_hta_edge_set(
+    db: Path,
+    spec: str,
+    *,
+    run: str | None,
+    annotation: str,
+    instance: int | None,
+    cache_root: Path,
+    progress: Progress | None = None,
+) -> EdgeSetResult:
+    """Run HTA `spec` on every rank of `run` and (re)place its edge set.
+
+    `annotation` "" analyzes the whole trace; `instance` None is HTA's default (the first).
+    """
+    report = progress or (lambda stage, done, total: None)
+    parsed = parse_spec(spec)
+    nodes = read_run(Path(db), run)
+    if not nodes.files:
+        raise EdgeSetError(f"{db}: run '{nodes.run}' has no ranks")
+    env = ensure_env(parsed, Path(cache_root), report)
+    with tempfile.TemporaryDirectory(prefix="tracegraph-hta-") as tmp:
+        work = Path(tmp)
+        report("preparing rank files for HTA", 0, 1)
+        inputs = rank_inputs(nodes, work)
+        report("preparing rank files for HTA", 1, 1)
+        began = time.perf_counter()
+        statuses = _run_worker(env, inputs, annotation, instance, work / "out", report)
+        worker_seconds = time.perf_counter() - began
+        report(f"loading {parsed.name} edges", 0, 1)
+        per_rank = {
+            i.rank: rank_edges(work / "out" / f"rank-{i.rank}.parquet", i, nodes, parsed.name)
+            for i in inputs
+            if statuses[i.rank].get("status") == "ok"
+        }
+    ranks = tuple(_rank_status(i, statuses[i.rank], per_rank.get(i.rank)) for i in inputs)
+    row = edge_set_row(
+        nodes.run,
+        parsed.name,
+        parsed.version,
+        _options(env, annotation, instance),
+        _window(annotation, instance, ranks),
+        {
+            str(r.rank): _rank_json(r, i, statuses[r.rank], per_rank.get(r.rank))
+            for r, i in zip(ranks, inputs, strict=True)
+        },
+    )
+    tables = [e.table for e in per_rank.values()]
+    edges = pa.concat_tables(tables) if tables else _empty_edges()
+    loaded = replace_edge_set(Path(db), nodes, row, edges)
+    report(f"loading {parsed.name} edges", 1, 1)
+    return EdgeSetResult(
+        parsed.name,
+        nodes.run,
+        parsed.requirement,
+        parsed.version,
+        annotation,
+        instance,
+        ranks,
+        loaded,
+        worker_seconds,
+    )
+
+
+def _run_worker(
+    env: HtaEnv,
+    inputs: list[RankInput],
+    annotation: str,
+    instance: int | None,
+    out_dir: Path,
+    report: Progress,
+) -> dict[int, dict[str, Any]]:
+    """Run the worker in the HTA env; the status dict of every rank (a crash fails the build)."""
+    out_dir.mkdir()
+    request = {
+        "output_dir": str(out_dir),
+        "distribution": env.spec.distribution,
+        "ranks": [
+            {"rank": i.rank, "file": str(i.file), "annotation": annotation, "instance_id": instance}
+            for i in inputs
+        ],
+    }
+    request_file = out_dir.parent / "request.json"
+    request_file.write_text(json.dumps(request))
+    stage = f"running {env.spec.name} critical-path analysis"
+    report(stage, 0, len(inputs))
+    tail: deque[str] = deque(maxlen=5)
+    clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    command = [str(env.python), "-I", str(WORKER), str(request_file)]
+    with subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=clean
+    ) as proc:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if line.startswith(hta_worker.PROGRESS_PREFIX):
+                done, total = line.split()[1:3]
+                report(stage, int(done), int(total))
+            elif line.strip():
+                tail.append(line.strip())
+        code = proc.wait()
+    if code != 0:
+        why = tail[-1] if tail else "no output"
+        raise EdgeSetError(f"HTA worker ({env.spec.name}) exited with code {code}: {why}"[:500])
+    statuses = {}
+    for item in inputs:
+        path = out_dir / f"rank-{item.rank}.json"
+        if not path.exists():
+            raise EdgeSetError(f"HTA worker ({env.spec.name}) wrote no status for rank {item.rank}")
+        statuses[item.rank] = json.loads(path.read_text())
+    return statuses
+
+
+def _rank_status(item: RankInput, status: dict[str, Any], edges: RankEdges | None) -> RankStatus:
+    return RankStatus(
+        item.rank,
+        status.get("status", "failed"),
+        status.get("message", ""),
+        status.get("path_length_ns"),
+        edges.by_type if edges else {},
+        edges.on_path_by_type if edges else {},
+        edges.skipped if edges else 0,
+        status.get("window"),
+        status.get("seconds", {}),
+    )
+
+
+def _rank_json(
+    rank: RankStatus, item: RankInput, status: dict[str, Any], edges: RankEdges | None
+) -> dict[str, object]:
+    out: dict[str, object] = {
+        "status": rank.status,
+        "message": rank.message,
+        "where": status.get("where", ""),
+        "source": item.source,
+        "split_from_merged_file": item.split,
+        "path_length_ns": rank.path_length_ns,
+        "edges": rank.edges_by_type,
+        "critical_path_edges": rank.critical_path_by_type,
+        "seconds": rank.seconds,
+        "file_rank": status.get("file_rank"),
+        "hta_version": status.get("hta_version"),
+    }
+    if edges is not None:
+        out["skipped_edges"] = edges.skipped
+        out["skipped_on_critical_path"] = edges.skipped_on_path
+        out["skipped_ev_idx_sample"] = edges.skipped_ev_idx
+        out["clamped_negative_weights"] = status.get("clamped_negative_weights", 0)
+    return out
+
+
+def _options(env: HtaEnv, annotation: str, instance: int | None) -> dict[str, object]:
+    return {
+        "spec": env.spec.requirement,
+        "distribution": env.spec.distribution,
+        "annotation": annotation,
+        "instance": instance,
+        "python": env.python_version,
+        "packages": env.packages,
+    }
+
+
+def _window(
+    annotation: str, instance: int | None, ranks: tuple[RankStatus, ...]
+) -> dict[str, object]:
+    return {
+        "annotation": annotation,
+        "instance": instance,
+        "whole_trace": annotation == "",
+        "ranks": {str(r.rank): r.window for r in ranks},
+    }
+
+
+def _empty_edges() -> pa.Table:
+    from .. import schema
+
+    fields = list(schema.arrow_schema(schema.DEP))
+    fields += [pa.field("from_label", pa.string()), pa.field("to_label", pa.string())]
+    return pa.schema(fields).empty_table()

@@ -1,0 +1,202 @@
+"""What HTA is given: the run's ranks read from the database, one trace file per rank.
+
+HTA numbers events by their position in the file it reads. A rank that has a file of its own is
+given that file unchanged, so HTA's ev_idx is ours. The ranks of a merged multi-rank file are each
+written to a temporary file of their own, and `ev_idx_of` maps HTA's positions in it back to the
+positions in the original file.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import schema
+from ..errors import TraceFormatError
+from ..parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
+from ..store import GraphStore
+from .errors import EdgeSetError
+
+HTA_SUFFIXES = (".json", ".gz")
+
+
+@dataclass(frozen=True)
+class RunNodes:
+    """A run as stored: its ranks' source files and the id and label of every event node."""
+
+    run: str
+    run_idx: int
+    files: dict[int, str]
+    event_counts: dict[int, int]
+    node_ids: np.ndarray
+    node_labels: np.ndarray
+    pid_ranks: dict[int, int]  # pids whose event nodes all belong to one rank
+
+
+@dataclass(frozen=True)
+class RankInput:
+    """The file HTA reads for one rank; `ev_idx_of[i]` is the original ev_idx of its event i."""
+
+    rank: int
+    source: str
+    file: Path
+    ev_idx_of: np.ndarray | None  # None: HTA reads the original file, positions are ours
+
+    @property
+    def split(self) -> bool:
+        return self.ev_idx_of is not None
+
+
+def read_run(db: Path, run: str | None) -> RunNodes:
+    """The run's ranks, files and event nodes; `run` may be omitted when the database holds one."""
+    if not Path(db).exists():
+        raise EdgeSetError(f"{db}: no such database")
+    with GraphStore(Path(db), read_only=True) as store:
+        runs = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
+        names, indexes = runs["name"].to_pylist(), runs["idx"].to_pylist()
+        if run is None:
+            if len(names) != 1:
+                raise EdgeSetError(f"{db}: holds runs {sorted(names)}; choose one with --run")
+            run = names[0]
+        if run not in names:
+            raise EdgeSetError(f"{db}: no run '{run}' (runs: {sorted(names)})")
+        run_idx = int(indexes[names.index(run)])
+        ranks = store.run(
+            "MATCH (k:Rank) WHERE k.run = $run "
+            "RETURN k.rank AS rank, k.file AS file, k.event_count AS n ORDER BY rank",
+            {"run": run},
+        ).table
+        ids, labels, pid_ranks = _event_nodes(store, run_idx)
+    return RunNodes(
+        run,
+        run_idx,
+        dict(zip(ranks["rank"].to_pylist(), ranks["file"].to_pylist(), strict=True)),
+        dict(zip(ranks["rank"].to_pylist(), ranks["n"].to_pylist(), strict=True)),
+        ids,
+        labels,
+        pid_ranks,
+    )
+
+
+def _event_nodes(store: GraphStore, run_idx: int) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
+    """Sorted ids of the run's Op/Runtime/Kernel nodes, their labels, and pid → its one rank."""
+    lo = int(schema.event_key(run_idx, 0, 0))
+    hi = lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
+    id_parts: list[np.ndarray] = []
+    label_parts: list[np.ndarray] = []
+    pid_pairs: list[pa.Table] = []
+    for label in schema.EVENT_LABELS:
+        # Validated integers inlined: Kuzu prunes the id scan only for literals.
+        table = store.run(
+            f"MATCH (n:{label}) WHERE n.id >= {lo} AND n.id < {hi} "
+            "RETURN n.id AS id, n.pid AS pid, n.rank AS rank"
+        ).table
+        id_parts.append(table["id"].to_numpy(zero_copy_only=False).astype(np.int64))
+        label_parts.append(np.full(table.num_rows, label, dtype=object))
+        pid_pairs.append(table.select(["pid", "rank"]).drop_null())
+    ids = np.concatenate(id_parts)
+    labels = np.concatenate(label_parts)
+    order = np.argsort(ids, kind="stable")
+    return ids[order], labels[order], _unique_pid_ranks(pa.concat_tables(pid_pairs))
+
+
+def _unique_pid_ranks(pairs: pa.Table) -> dict[int, int]:
+    if pairs.num_rows == 0:
+        return {}
+    grouped = pairs.group_by("pid").aggregate([("rank", "min"), ("rank", "max")])
+    lo, hi = grouped["rank_min"].to_pylist(), grouped["rank_max"].to_pylist()
+    return {p: a for p, a, b in zip(grouped["pid"].to_pylist(), lo, hi, strict=True) if a == b}
+
+
+def rank_inputs(nodes: RunNodes, work_dir: Path) -> list[RankInput]:
+    """One input per rank: the original file, or a per-rank split of a merged file."""
+    sharing = Counter(nodes.files.values())
+    inputs: list[RankInput] = []
+    split_done: dict[str, dict[int, RankInput]] = {}
+    for rank, source in sorted(nodes.files.items()):
+        path = Path(source)
+        if not path.is_file():
+            raise EdgeSetError(f"{source}: source trace of run '{nodes.run}' rank {rank} is gone")
+        if sharing[source] == 1:
+            inputs.append(RankInput(rank, source, _hta_readable(path, rank, work_dir), None))
+            continue
+        if source not in split_done:
+            split_done[source] = _split_merged(path, nodes, work_dir)
+        if rank not in split_done[source]:
+            raise EdgeSetError(f"{source}: re-reading it found no events of rank {rank}")
+        inputs.append(split_done[source][rank])
+    return inputs
+
+
+def _hta_readable(path: Path, rank: int, work_dir: Path) -> Path:
+    """HTA reads only *.json and *.gz names: link other names under one it accepts."""
+    if path.name.endswith(HTA_SUFFIXES):
+        return path.resolve()
+    gzipped = path.read_bytes()[:2] == b"\x1f\x8b"
+    link = work_dir / f"rank-{rank}-source.{'json.gz' if gzipped else 'json'}"
+    link.symlink_to(path.resolve())
+    return link
+
+
+def _split_merged(path: Path, nodes: RunNodes, work_dir: Path) -> dict[int, RankInput]:
+    """Write each rank's events of a merged file, verbatim and in order, to a file of its own."""
+    traces = _reparse(path, nodes)
+    data = read_trace_bytes(path)
+    try:
+        top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
+        events = msgspec.json.decode(top["traceEvents"], type=list[msgspec.Raw])
+    except (msgspec.DecodeError, msgspec.ValidationError, KeyError) as exc:
+        raise EdgeSetError(f"{path}: cannot re-read it to split its ranks ({exc})") from exc
+    dist = _distributed_info(top)
+    rest = [
+        json.dumps(k).encode() + b": " + bytes(v)
+        for k, v in top.items()
+        if k not in ("traceEvents", "distributedInfo")
+    ]
+    out: dict[int, RankInput] = {}
+    for trace in traces:
+        keep = trace.events["ev_idx"].to_numpy()
+        # distributedInfo first, with json's default separators: what HTA's rank pattern reads.
+        header = json.dumps({"distributedInfo": {"rank": trace.rank, **dist}})[:-1].encode()
+        body = b", ".join(bytes(events[i]) for i in keep)
+        parts = [header, *(b", " + r for r in rest), b', "traceEvents": [', body, b"]}"]
+        target = work_dir / f"rank-{trace.rank}.json"
+        target.write_bytes(b"".join(parts))
+        out[trace.rank] = RankInput(trace.rank, str(path), target, keep)
+    return out
+
+
+def _distributed_info(top: dict[str, msgspec.Raw]) -> dict[str, object]:
+    raw = top.get("distributedInfo")
+    try:
+        info = msgspec.json.decode(bytes(raw)) if raw is not None else {}
+    except msgspec.DecodeError:
+        info = {}
+    return {k: v for k, v in info.items() if k != "rank"} if isinstance(info, dict) else {}
+
+
+def _reparse(path: Path, nodes: RunNodes) -> list[RankTrace]:
+    """The file split by rank as at ingest; a split that disagrees with the database fails."""
+    try:
+        traces = parse_file(path)
+    except TraceFormatError:
+        # Ingested with --rank-of-pid: the database says which rank each such pid is.
+        traces = parse_file(path, ParseOptions(rank_of_pid=nodes.pid_ranks))
+    for trace in traces:
+        if trace.rank not in nodes.files:
+            continue
+        labels = trace.events["label"]
+        events = pc.sum(pc.is_in(labels, pa.array(list(schema.EVENT_LABELS)))).as_py() or 0
+        if events != nodes.event_counts[trace.rank]:
+            raise EdgeSetError(
+                f"{path}: re-reading it gave {events} events for rank {trace.rank}, the "
+                f"database holds {nodes.event_counts[trace.rank]}; re-ingest the run"
+            )
+    return [t for t in traces if t.rank in nodes.files and nodes.files[t.rank] == str(path)]

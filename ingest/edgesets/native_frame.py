@@ -1,0 +1,382 @@
+"""One rank's events as HTA's critical-path analysis sees them: rows, time units, links.
+
+HTA (0.5.0 and 0.6.1 alike) reads every `traceEvents` entry that has `dur` and `cat` (except
+cat `Trace`) into a DataFrame labelled by the entry's position. Here the same rows become numpy
+columns, built from tracegraph's parsed table with whole-array passes:
+
+- times: with `hta_times`, HTA's units (µs; where the trace has ns-resolution timestamps, the
+  start is ceiled and the end floored, `round_down_time_stamps`), else exact ns;
+- `stream`, `correlation`, `wait_on_*` from args (HTA's default -1);
+- `index_correlation` (HTA `transform_correlation_to_index`): a launch and its GPU activity point
+  at each other's label; when several match, the last one in file order wins on each side;
+- with `hta_quirks` (HTA's `_filter_irrelevant_gpu_kernels`, applied when the trace names two
+  or more `ProfilerStep` symbols): the last step's CPU events and the GPU events they did not
+  launch are dropped, and the rows are reordered GPU first, as HTA's frame is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..parse import RankTrace
+
+NS_PER_US = 1000
+DEVICE_SYNC_NAMES = ("Event Sync", "Context Sync")
+KIND_OTHER, KIND_OP, KIND_RUNTIME, KIND_KERNEL, KIND_SYNC = range(5)
+_KINDS = {"Op": KIND_OP, "Runtime": KIND_RUNTIME, "Kernel": KIND_KERNEL, "sync": KIND_SYNC}
+NODE_LABEL = {KIND_OP: "Op", KIND_RUNTIME: "Runtime", KIND_KERNEL: "Kernel"}  # graph node labels
+
+
+class NotEmulable(Exception):
+    """The trace takes a path through HTA that this emulation does not reproduce."""
+
+
+@dataclass(frozen=True)
+class Strings:
+    """A dictionary-coded string column: `codes` index `values` (-1: null)."""
+
+    codes: np.ndarray
+    values: tuple[str, ...]
+
+    @staticmethod
+    def of(array: pa.Array | pa.ChunkedArray) -> Strings:
+        encoded = pc.dictionary_encode(array)
+        if isinstance(encoded, pa.ChunkedArray):
+            encoded = encoded.combine_chunks()
+        codes = np.asarray(pc.fill_null(encoded.indices, -1).to_numpy(), np.int32)
+        return Strings(codes, tuple(encoded.dictionary.to_pylist()))
+
+    def isin(self, values: Iterable[str]) -> np.ndarray:
+        wanted = set(values)
+        ids = [i for i, v in enumerate(self.values) if v in wanted]
+        return np.isin(self.codes, ids)
+
+    def contains(self, text: str) -> np.ndarray:
+        ids = [i for i, v in enumerate(self.values) if v is not None and text in v]
+        return np.isin(self.codes, ids)
+
+    def at(self, row: int) -> str:
+        code = int(self.codes[row])
+        return self.values[code] if code >= 0 else ""
+
+    def take(self, rows: np.ndarray) -> Strings:
+        return Strings(self.codes[rows], self.values)
+
+
+# The parsed columns a frame is built from (`args` only for the few rows whose stream is odd).
+FRAME_COLUMNS = (
+    "ev_idx",
+    "label",
+    "cat",
+    "name",
+    "pid",
+    "tid",
+    "ts",
+    "dur",
+    "stream",
+    "correlation",
+    "wait_on_stream",
+    "wait_on_event_corr",
+    "args",
+)
+ARRAY_FIELDS = (
+    "ev_idx",
+    "kind",
+    "pid",
+    "tid",
+    "ts",
+    "dur",
+    "stream",
+    "correlation",
+    "wait_on_stream",
+    "wait_corr",
+    "index_correlation",
+)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """Columns of one rank's rows, in HTA's frame order; times in `unit_ns` nanoseconds."""
+
+    rank: int
+    ev_idx: np.ndarray
+    kind: np.ndarray  # KIND_* code of each row (tracegraph's node label)
+    cat: Strings
+    name: Strings
+    pid: np.ndarray
+    tid: np.ndarray
+    ts: np.ndarray
+    dur: np.ndarray
+    stream: np.ndarray
+    correlation: np.ndarray
+    wait_on_stream: np.ndarray
+    wait_corr: np.ndarray
+    index_correlation: np.ndarray
+    unit_ns: int
+    origin: int  # the trace time (in units) that ts counts from
+    ts_dtype: np.dtype  # the dtype of HTA's ts column (it decides how HTA's sorts break ties)
+    dur_is_float: bool
+    gpu_first: bool  # rows were reordered by the ProfilerStep filter
+    symbols: frozenset[str]
+
+    @property
+    def n(self) -> int:
+        return len(self.ev_idx)
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.ts + self.dur
+
+    def position_of(self, ev_idx: np.ndarray) -> np.ndarray:
+        """Row positions of labels (-1 where a label is not a row)."""
+        lookup = _lookup(self)
+        ev = np.asarray(ev_idx, np.int64)
+        inside = (ev >= 0) & (ev < len(lookup) - 1)
+        return np.where(inside, lookup[np.where(inside, ev, len(lookup) - 1)], -1)
+
+    def name_in(self, names: Iterable[str]) -> np.ndarray:
+        return self.name.isin(names)
+
+    def cat_in(self, cats: Iterable[str]) -> np.ndarray:
+        return self.cat.isin(cats)
+
+    def take(self, rows: np.ndarray) -> Frame:
+        """The frame restricted to `rows` (positions), in that order."""
+        arrays = {f: getattr(self, f)[rows] for f in ARRAY_FIELDS}
+        return replace(self, cat=self.cat.take(rows), name=self.name.take(rows), **arrays)
+
+
+def _lookup(frame: Frame) -> np.ndarray:
+    """label → row position table, built once per frame."""
+    cached = frame.__dict__.get("_lookup")
+    if cached is None:
+        cached = np.full(int(frame.ev_idx.max(initial=-1)) + 2, -1, np.int64)
+        cached[frame.ev_idx] = np.arange(frame.n)
+        object.__setattr__(frame, "_lookup", cached)
+    return cached
+
+
+def _mask(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False), bool)
+
+
+def _ints(table: pa.Table, column: str, default: int = -1) -> np.ndarray:
+    return np.array(pc.fill_null(table[column], default).to_numpy(), np.int64)
+
+
+@dataclass(frozen=True)
+class FrameSource:
+    """What a rank's frames are built from: the rows HTA reads (every event with `dur` and `cat`,
+    except cat `Trace`), in file order, and two facts about the whole file. Cacheable."""
+
+    rank: int
+    rows: pa.Table  # FRAME_COLUMNS without args, plus `hta_stream`
+    has_flow: bool
+    has_gaps: bool  # some traceEvents entry is not an X event (metadata, instants)
+
+
+def frame_source(trace: RankTrace) -> FrameSource:
+    """The source columns of one rank's frames, from its parsed events."""
+    events = trace.events
+    has_flow = bool(pc.any(pc.is_in(events["ph"], pa.array(["s", "f", "t"]))).as_py())
+    ev_all = events["ev_idx"].to_numpy()
+    gaps = len(ev_all) == 0 or int(ev_all.max()) + 1 != len(ev_all)
+    keep = pc.and_(
+        pc.and_(pc.is_valid(events["dur"]), pc.is_valid(events["cat"])),
+        pc.not_equal(pc.fill_null(events["cat"], ""), "Trace"),
+    )
+    needed = [c for c in FRAME_COLUMNS if c in events.column_names]
+    rows = events.select(needed).filter(keep)
+    rows = rows.append_column("hta_stream", pa.array(_hta_stream(rows), pa.int64()))
+    return FrameSource(trace.rank, rows.drop_columns(["args"]), has_flow, gaps)
+
+
+def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: bool) -> Frame:
+    """One rank's frame with HTA's times and/or HTA's row rules, else tracegraph's own.
+
+    tracegraph's own rules: exact ns; GPU rows are kernels, memcpy/memset and cuda_sync events
+    (by category, not by a `stream` arg), on one stream lane per (device, stream); no rows dropped.
+    """
+    if isinstance(source, RankTrace):
+        source = frame_source(source)
+    hta = hta_quirks
+    rows, has_flow, gaps = source.rows, source.has_flow, source.has_gaps
+    ts_ns, dur_ns = _ints(rows, "ts", 0), _ints(rows, "dur", 0)
+    ts, dur, unit = _times(ts_ns, dur_ns) if hta_times else (ts_ns, dur_ns, 1)
+    origin = int(ts.min()) if len(ts) else 0
+    ts = ts - origin
+    kind = _kinds(rows["label"])
+    pid = _ints(rows, "pid")
+    wait_on_stream = _ints(rows, "wait_on_stream")
+    if hta:
+        stream = _ints(rows, "hta_stream")
+    else:
+        stream, wait_on_stream = _lanes(rows, kind, pid, wait_on_stream)
+    correlation = _ints(rows, "correlation")
+    name, cat = Strings.of(rows["name"]), Strings.of(rows["cat"])
+    if hta:
+        device_sync = name.isin(DEVICE_SYNC_NAMES)
+        gpu = ((stream >= 0) & (correlation >= 0)) | device_sync
+    else:
+        gpu = (kind == KIND_KERNEL) | (kind == KIND_SYNC)
+    ev_idx = rows["ev_idx"].to_numpy().astype(np.int64)
+    index_correlation = _index_correlation(ev_idx, correlation, gpu)
+    symbols = frozenset(v for v in name.values + cat.values if v is not None)
+    frame = Frame(
+        source.rank,
+        ev_idx=ev_idx,
+        kind=kind,
+        cat=cat,
+        name=name,
+        pid=pid,
+        tid=_ints(rows, "tid"),
+        ts=ts,
+        dur=dur,
+        stream=stream,
+        correlation=correlation,
+        wait_on_stream=wait_on_stream,
+        wait_corr=_ints(rows, "wait_on_event_corr"),
+        index_correlation=index_correlation,
+        unit_ns=unit,
+        origin=origin,
+        ts_dtype=_downcast_dtype(ts_ns // NS_PER_US),
+        dur_is_float=bool(gaps or has_flow or unit != NS_PER_US or (dur_ns % NS_PER_US).any()),
+        gpu_first=False,
+        symbols=symbols,
+    )
+    if hta:
+        frame = _drop_last_step(frame, gpu)
+    return frame
+
+
+def _kinds(labels: pa.ChunkedArray) -> np.ndarray:
+    keys = pa.array(list(_KINDS), pa.string())
+    codes = pc.fill_null(pc.index_in(labels, value_set=keys), -1).to_numpy(zero_copy_only=False)
+    table = np.array([*_KINDS.values(), KIND_OTHER], np.int8)
+    return table[np.asarray(codes, np.int64)]
+
+
+def _lanes(
+    rows: pa.Table, kind: np.ndarray, pid: np.ndarray, wait_on_stream: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """tracegraph's streams: one lane per (device, stream) of GPU rows, -1 on the CPU side."""
+    raw = np.array(pc.coalesce(rows["stream"], rows["tid"]).fill_null(-1).to_numpy(), np.int64)
+    gpu = (kind == KIND_KERNEL) | (kind == KIND_SYNC)
+    keys = pid[gpu] * (1 << 32) + (raw[gpu] & 0xFFFFFFFF)
+    lanes, inverse = np.unique(keys, return_inverse=True)
+    stream = np.full(len(kind), -1, np.int64)
+    stream[gpu] = inverse.ravel()
+    waiting = wait_on_stream >= 0
+    wkeys = pid[waiting] * (1 << 32) + (wait_on_stream[waiting] & 0xFFFFFFFF)
+    at = np.searchsorted(lanes, wkeys)
+    found = (at < len(lanes)) & (lanes[np.minimum(at, max(len(lanes) - 1, 0))] == wkeys)
+    mapped = wait_on_stream.copy()
+    mapped[np.nonzero(waiting)[0]] = np.where(found, at, -2)
+    return stream, mapped
+
+
+def _times(ts_ns: np.ndarray, dur_ns: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """HTA's times: whole µs, rounded inward where the trace has sub-µs timestamps."""
+    if not (ts_ns % NS_PER_US).any():
+        if (dur_ns % NS_PER_US).any():
+            return ts_ns, dur_ns, 1  # fractional durations only: HTA keeps float µs
+        return ts_ns // NS_PER_US, dur_ns // NS_PER_US, NS_PER_US
+    # Python's float(text) of the µs value (correctly rounded), then HTA's ceil / floor.
+    q, r = np.divmod(ts_ns, NS_PER_US)
+    ts_f = q.astype(np.float64) + r.astype(np.float64) / NS_PER_US
+    dur_f = dur_ns.astype(np.float64) / NS_PER_US
+    start = np.ceil(ts_f).astype(np.int64)
+    end = np.floor(ts_f + dur_f).astype(np.int64)
+    return start, end - start, NS_PER_US
+
+
+def _downcast_dtype(values: np.ndarray) -> np.dtype:
+    """The integer dtype pandas' `to_numeric(downcast="integer")` picks for these values."""
+    if len(values) == 0:
+        return np.dtype(np.int8)
+    lo, hi = int(values.min()), int(values.max())
+    for dtype in (np.int8, np.int16, np.int32, np.int64):
+        info = np.iinfo(dtype)
+        if info.min <= lo and hi <= info.max:
+            return np.dtype(dtype)
+    return np.dtype(np.int64)
+
+
+def _hta_stream(rows: pa.Table) -> np.ndarray:
+    """`args.stream` as HTA reads it: `int(value)`, -1 where absent or not an int literal
+    (ROCm writes "0x0"); `stream_id` is ignored."""
+    stream = _ints(rows, "stream")
+    # Only rows where tracegraph found a stream can differ (stream_id, or a non-decimal text).
+    suspect = np.nonzero(stream != -1)[0]
+    args = pc.fill_null(rows["args"].take(pa.array(suspect, pa.int64())), "")
+    odd = _mask(pc.match_substring(args, '"stream_id"')) | _mask(
+        pc.match_substring_regex(args, r'"stream"\s*:\s*"')
+    )
+    has_id = np.zeros(len(stream), bool)
+    has_id[suspect[odd]] = True
+    if not has_id.any():
+        return stream
+    import msgspec
+
+    for i in np.nonzero(has_id)[0]:
+        parsed = msgspec.json.decode(rows["args"][int(i)].as_py() or "{}")
+        value = parsed.get("stream", -1) if isinstance(parsed, dict) else -1
+        try:
+            stream[i] = int(value)
+        except (TypeError, ValueError):
+            stream[i] = -1
+    return stream
+
+
+def _last_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unique keys and, for each, the position of its last occurrence."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    last = np.ones(len(keys), bool)
+    last[:-1] = sorted_keys[1:] != sorted_keys[:-1]
+    return sorted_keys[last], order[last]
+
+
+def _index_correlation(ev_idx: np.ndarray, corr: np.ndarray, gpu: np.ndarray) -> np.ndarray:
+    """HTA's `index_correlation`: launch ↔ GPU row by correlation, the last match winning."""
+    out = np.minimum(corr, 0)
+    linked = corr != -1
+    cpu_rows = np.nonzero(linked & ~gpu)[0]
+    gpu_rows = np.nonzero(linked & gpu)[0]
+    cpu_keys, cpu_last = _last_of_each(corr[cpu_rows])
+    gpu_keys, gpu_last = _last_of_each(corr[gpu_rows])
+    for rows, keys, last, other in (
+        (cpu_rows, gpu_keys, gpu_last, gpu_rows),
+        (gpu_rows, cpu_keys, cpu_last, cpu_rows),
+    ):
+        at = np.searchsorted(keys, corr[rows])
+        hit = (at < len(keys)) & (keys[np.minimum(at, max(len(keys) - 1, 0))] == corr[rows])
+        out[rows[hit]] = ev_idx[other[last[at[hit]]]]
+    return out
+
+
+def _drop_last_step(frame: Frame, gpu: np.ndarray) -> Frame:
+    steps = [s for s in frame.symbols if "ProfilerStep" in s]
+    if len(steps) < 2:
+        return frame
+    cpu = ~gpu
+    step_rows = cpu & frame.name_in(steps)
+    last_start = frame.ts[step_rows].max()
+    cpu_kept = np.nonzero(cpu & (frame.ts < last_start))[0]
+    kept_corr = frame.correlation[cpu_kept]
+    uniq, counts = np.unique(kept_corr, return_counts=True)
+    gpu_rows = np.nonzero(gpu)[0]
+    at = np.searchsorted(uniq, frame.correlation[gpu_rows])
+    at_c = np.minimum(at, max(len(uniq) - 1, 0))
+    matched = (at < len(uniq)) & (uniq[at_c] == frame.correlation[gpu_rows])
+    if (counts[at_c[matched]] > 1).any():
+        # HTA's inner merge would repeat these GPU rows under one label.
+        raise NotEmulable("GPU events match several CPU events by correlation")
+    rows = np.concatenate([gpu_rows[matched], cpu_kept])
+    kept = frame.take(rows)
+    return replace(kept, gpu_first=True)

@@ -1,0 +1,207 @@
+"""Native window graphs → `DEP` rows, the `EdgeSet` node and inferred `SYNCS`, in one write.
+
+Conventions shared with the HTA edge sets (`hta_load.py`): one DEP row per edge, keyed to the
+event nodes by (run, rank, ev_idx); `weight_ns` is the weight the longest path used (HTA counts
+negative weights as 0); `path_order` is the edge's position on its rank's critical path (-1 off
+it; with several windows per rank the windows' paths follow one another); the EdgeSet node's id is
+`run/name`, and its options, window and per-rank status are JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import schema
+from ..store import GraphStore, write_transaction
+from .native_edges import TYPE_NAMES
+from .native_frame import KIND_KERNEL, KIND_RUNTIME, NODE_LABEL, Frame
+from .native_graph import WindowGraph
+from .native_syncs import SYNC_TYPES, InferredSyncs
+
+BOUNDARY = np.array(["start", "end"], dtype=object)
+
+
+def label_array(kinds: np.ndarray) -> np.ndarray:
+    labels = np.full(len(kinds), None, dtype=object)
+    for kind, label in NODE_LABEL.items():
+        labels[kinds == kind] = label
+    return labels
+
+
+def window_rows(
+    graph: WindowGraph, run_idx: int, edge_set: str, path_offset: int
+) -> tuple[pa.Table, int]:
+    """DEP rows of one window graph (edges touching non-node events dropped), skipped count."""
+    e, c = graph.edges, graph.clip
+    src_row, dst_row = e.src // 2, e.dst // 2
+    src_label, dst_label = label_array(c.kind[src_row]), label_array(c.kind[dst_row])
+    keep = (src_label != None) & (dst_label != None)  # noqa: E711 - elementwise on objects
+    order = np.full(len(e), -1, np.int64)
+    order[graph.path.edges] = np.arange(len(graph.path.edges)) + path_offset
+    rank = graph.rank
+    table = pa.table(
+        {
+            "from_id": schema.event_key(
+                run_idx, pa.array(np.full(len(e), rank)), pa.array(c.ev_idx[src_row])
+            ),
+            "to_id": schema.event_key(
+                run_idx, pa.array(np.full(len(e), rank)), pa.array(c.ev_idx[dst_row])
+            ),
+            "edge_set": pa.array(np.full(len(e), edge_set, dtype=object), pa.string()),
+            "type": pa.array(np.array(TYPE_NAMES, dtype=object)[e.kind], pa.string()),
+            "src_boundary": pa.array(BOUNDARY[e.src % 2], pa.string()),
+            "dst_boundary": pa.array(BOUNDARY[e.dst % 2], pa.string()),
+            "weight_ns": pa.array(graph.path_weight * graph.unit_ns, pa.int64()),
+            "on_critical_path": pa.array(order >= 0),
+            "path_order": pa.array(order),
+            "from_label": pa.array(src_label, pa.string()),
+            "to_label": pa.array(dst_label, pa.string()),
+        }
+    )
+    return table.filter(pa.array(keep)), int((~keep).sum())
+
+
+def first_of_each_edge(edges: pa.Table) -> pa.Table:
+    """One row per (from, boundary, to, boundary): a path row if any, else the first."""
+    if edges.num_rows == 0:
+        return edges
+    keys = ["from_id", "src_boundary", "to_id", "dst_boundary"]
+    numbered = edges.append_column("_pos", pa.array(np.arange(edges.num_rows)))
+    numbered = numbered.append_column("_off", pc.invert(edges["on_critical_path"]))
+    ordered = numbered.sort_by(
+        [(k, "ascending") for k in keys] + [("_off", "ascending"), ("_pos", "ascending")]
+    )
+    cols = [ordered[k].to_numpy(zero_copy_only=False) for k in keys]
+    same = np.ones(ordered.num_rows - 1, bool)
+    for col in cols:
+        same &= col[1:] == col[:-1]
+    first = np.concatenate([[True], ~same])
+    kept = ordered.filter(pa.array(first))
+    kept = kept.sort_by([("_pos", "ascending")])
+    return kept.drop_columns(["_pos", "_off"])
+
+
+def inferred_sync_rows(frame: Frame, syncs: InferredSyncs, run_idx: int) -> pa.Table:
+    """SYNCS rows (source 'inferred') for one rank: GPU activity → the call or GPU row waiting."""
+    src_kind = frame.kind[syncs.gpu_row]
+    dst_kind = frame.kind[syncs.waiter_row]
+    keep = (src_kind == KIND_KERNEL) & np.isin(dst_kind, (KIND_RUNTIME, KIND_KERNEL))
+    n = int(keep.sum())
+    rank = pa.array(np.full(n, frame.rank))
+    return pa.table(
+        {
+            "from_id": schema.event_key(run_idx, rank, pa.array(frame.ev_idx[syncs.gpu_row[keep]])),
+            "to_id": schema.event_key(
+                run_idx, rank, pa.array(frame.ev_idx[syncs.waiter_row[keep]])
+            ),
+            "from_label": pa.array(["Kernel"] * n, pa.string()),
+            "to_label": pa.array(label_array(dst_kind[keep]), pa.string()),
+            "sync_type": pa.array(
+                np.array(SYNC_TYPES, dtype=object)[syncs.sync_type[keep]], pa.string()
+            ),
+            "source": pa.array(["inferred"] * n, pa.string()),
+            "sync_ev_idx": pa.array(frame.ev_idx[syncs.call_row[keep]]),
+        }
+    )
+
+
+def edge_set_row(
+    run: str,
+    name: str,
+    version: str,
+    options: dict[str, object],
+    window: dict[str, object],
+    ranks: list[dict[str, object]],
+) -> dict[str, object]:
+    return {
+        "id": f"{run}/{name}",
+        "run": run,
+        "name": name,
+        "producer": "tracegraph",
+        "version": version,
+        "options": json.dumps(options, sort_keys=True),
+        "window": json.dumps(window, sort_keys=True),
+        "ranks": json.dumps(ranks, sort_keys=True),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def replace_edge_sets(
+    db: Path,
+    run_idx: int,
+    sets: list[tuple[dict[str, object], pa.Table]],
+    inferred: pa.Table | None,
+) -> int:
+    """Replace these edge sets of the run (and its inferred SYNCS) in one atomic write."""
+    lo = int(schema.event_key(run_idx, 0, 0))
+    hi = lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
+    sources = ":".join(schema.EVENT_LABELS)
+    loaded = 0
+    with write_transaction(db) as store:
+        for row, edges in sets:
+            # Validated integers inlined: Kuzu types an integer parameter by its value.
+            store.run(
+                f"MATCH (a:{sources})-[d:DEP]->() WHERE d.edge_set = $name AND a.id >= {lo} "
+                f"AND a.id < {hi} DELETE d RETURN count(*) AS deleted",
+                {"name": row["name"]},
+            )
+            store.run(
+                "MATCH (e:EdgeSet) WHERE e.id = $id DELETE e RETURN count(*) AS deleted",
+                {"id": row["id"]},
+            )
+            loaded += store.copy_edges("DEP", edges)
+            store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
+        if inferred is not None:
+            store.run(
+                f"MATCH (a:Kernel)-[s:SYNCS]->() WHERE s.source = 'inferred' AND a.id >= {lo} "
+                f"AND a.id < {hi} DELETE s RETURN count(*) AS deleted"
+            )
+            if inferred.num_rows:
+                store.copy_edges("SYNCS", inferred)
+    return loaded
+
+
+def run_ranks(
+    store: GraphStore, run: str | None
+) -> tuple[str, int, dict[int, str], dict[int, int]]:
+    """The run (the only one when not named), its index, and each rank's file and event count."""
+    runs = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
+    names, indexes = runs["name"].to_pylist(), runs["idx"].to_pylist()
+    from .errors import EdgeSetError
+
+    if run is None:
+        if len(names) != 1:
+            raise EdgeSetError(f"{store.path}: holds runs {sorted(names)}; choose one with --run")
+        run = names[0]
+    if run not in names:
+        raise EdgeSetError(f"{store.path}: no run '{run}' (runs: {sorted(names)})")
+    ranks = store.run(
+        "MATCH (k:Rank) WHERE k.run = $run RETURN k.rank AS rank, k.file AS file, "
+        "k.event_count AS n ORDER BY rank",
+        {"run": run},
+    ).table
+    files = dict(zip(ranks["rank"].to_pylist(), ranks["file"].to_pylist(), strict=True))
+    counts = dict(zip(ranks["rank"].to_pylist(), ranks["n"].to_pylist(), strict=True))
+    return run, int(indexes[names.index(run)]), files, counts
+
+
+def collective_members(store: GraphStore, run: str) -> dict[int, list[tuple[int, int]]]:
+    """Collective id → its participants as (rank, ev_idx)."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for label in ("Kernel", "Op"):
+        table = store.run(
+            f"MATCH (p:{label})-[:PART_OF]->(c:Collective) WHERE c.run = $run "
+            "RETURN c.id AS c, p.rank AS rank, p.ev_idx AS ev",
+            {"run": run},
+        ).table
+        for c, r, ev in zip(
+            table["c"].to_pylist(), table["rank"].to_pylist(), table["ev"].to_pylist(), strict=True
+        ):
+            out.setdefault(int(c), []).append((int(r), int(ev)))
+    return out
