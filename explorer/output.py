@@ -16,7 +16,9 @@ def _cell(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, float):
-        return f"{value:.3f}".rstrip("0").rstrip(".") if abs(value) < 1e15 else f"{value:.6g}"
+        if abs(value) >= 1e15:
+            return f"{value:.6g}"
+        return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
     return str(value)
 
 
