@@ -13,6 +13,10 @@ class TraceFormatError(Exception):
         self.path = str(path)
         self.reason = reason
 
+    def __reduce__(self) -> tuple[type, tuple[str, str]]:
+        # picklable, so the error can come back from a worker process
+        return (type(self), (self.path, self.reason))
+
 
 class IngestError(Exception):
     """An ingest that cannot proceed (bad arguments, clashing run, locked database)."""

@@ -31,7 +31,7 @@ def with_keys(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
     else refers to, and peak memory stays near one copy of it.
     """
     n = events.num_rows
-    if rank > schema.MAX_RANK or (n and pc.max(events["ev_idx"]).as_py() > schema.MAX_EV):
+    if not 0 <= rank <= schema.MAX_RANK or (n and pc.max(events["ev_idx"]).as_py() > schema.MAX_EV):
         raise ValueError(f"rank {rank} or an event index is out of range")
     is_gpu = pc.equal(events["label"], "Kernel")
     # Kineto puts GPU activity on pid = device, tid = stream; args say so too where present.

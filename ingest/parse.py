@@ -12,6 +12,7 @@ import re
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from decimal import ROUND_HALF_EVEN, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import TraceFormatError
+from .schema import MAX_RANK
 
 OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Operator", "overhead"})
 RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"})
@@ -300,7 +302,10 @@ def _int_column(values: list[Any]) -> pa.Array:
     try:
         return pa.array(values, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([v if type(v) is int else _as_int(v) for v in values], pa.int64())
+        return pa.array(
+            [v if type(v) is int and _I64_MIN <= v <= _I64_MAX else _as_int(v) for v in values],
+            pa.int64(),
+        )
 
 
 def _as_int(value: Any) -> int | None:
@@ -322,19 +327,33 @@ def _as_int(value: Any) -> int | None:
     return None
 
 
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
 _US = pa.decimal128(28, 6)
 _THOUSAND = pa.scalar(1000, pa.decimal128(4, 0))
 
 
 def _ns_column(path: Path, field_name: str, raw: list[bytes]) -> pa.Array:
-    """Exact INT64 ns from the JSON text of µs numbers (missing → null)."""
+    """Exact INT64 ns from the JSON text of µs numbers (missing → null), half to even."""
     text = _text_column(raw)
     try:
         micros = pc.cast(text, _US)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
-        raise TraceFormatError(path, f"'{field_name}' is not a number ({exc})") from exc
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        # more than 6 decimals (e.g. 0.30000000000000004) or exponents: exact, one by one
+        return pa.array([_ns_of(path, field_name, t) for t in text.to_pylist()], pa.int64())
     nanos = pc.round(pc.multiply(micros, _THOUSAND), 0)
     return pc.cast(nanos, pa.int64())
+
+
+def _ns_of(path: Path, field_name: str, text: str | None) -> int | None:
+    if text is None:
+        return None
+    try:
+        nanos = int((Decimal(text) * 1000).to_integral_value(ROUND_HALF_EVEN))
+    except (InvalidOperation, ValueError, OverflowError) as exc:
+        raise TraceFormatError(path, f"'{field_name}' is not a number: {text[:40]}") from exc
+    if not -(1 << 63) <= nanos < (1 << 63):
+        raise TraceFormatError(path, f"'{field_name}' is out of range: {text[:40]}")
+    return nanos
 
 
 def _map_strings(values: pa.Array, mapping: Mapping[str, str]) -> pa.Array:
@@ -436,6 +455,8 @@ def _pid_ranks_from_args(events: pa.Table) -> dict[int, int]:
 def _rank_trace(
     path: Path, rank: int, events: pa.Table, top: _TraceShell, world_size: int | None
 ) -> RankTrace:
+    if not 0 <= rank <= MAX_RANK:
+        raise TraceFormatError(path, f"rank {rank} is out of range 0..{MAX_RANK} (pass --rank N)")
     devices = pc.unique(pc.filter(events["device"], pc.equal(events["label"], "Kernel")))
     devices = devices.drop_null().to_pylist()
     return RankTrace(

@@ -1,0 +1,173 @@
+"""One file → Arrow events per rank: exact nanoseconds, the rank rules, and one typed error
+(naming the file) for everything that is not a Kineto trace."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+from pathlib import Path
+
+import pytest
+
+from tracegraph.ingest.errors import TraceFormatError
+from tracegraph.ingest.parse import ParseOptions, parse_file
+
+from ..conftest import TracePool, needs_traces, trace
+from .oracle import read_bytes
+
+NS_RESOLUTION = "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
+OLD_LIST = "kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz"
+SMALL = "hta/critical_path/cuda_event_sync/event_sync_trace.json.gz"
+
+
+def write_json(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
+
+
+def one_event(tmp_path: Path, fields: str, args: str = "{}") -> Path:
+    """A trace with one cpu_op whose ts/dur JSON text is given verbatim."""
+    head = '"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 7, "tid": 7'
+    event = f'{{{head}, {fields}, "args": {args}}}'
+    return write_json(tmp_path / "one.json", f'{{"traceEvents": [{event}]}}')
+
+
+def test_epoch_microseconds_with_three_decimals_become_exact_nanoseconds(tmp_path: Path):
+    path = one_event(tmp_path, '"ts": 1712195495519689.047, "dur": 20.176')
+    (rank,) = parse_file(path)
+    assert rank.events.select(["ts", "dur"]).to_pylist() == [
+        {"ts": 1712195495519689047, "dur": 20176}
+    ]
+
+
+@needs_traces
+def test_ns_resolution_trace_keeps_its_nanoseconds_in_the_database(traces: TracePool):
+    path = trace(NS_RESOLUTION)
+    assert b'"ts": 1712195495519689.047' in read_bytes(path)
+    ingested = traces.db_of(path)
+    assert ingested.scalar("MATCH (n:Op) WHERE n.ts = 1712195495519689047 RETURN count(*)") == 1
+    # and no timestamp was rounded to a whole microsecond on the way
+    sub_us = ingested.scalar("MATCH (n:Kernel) WHERE n.ts % 1000 <> 0 RETURN count(*)")
+    assert sub_us > 0.9 * ingested.scalar("MATCH (n:Kernel) RETURN count(*)")
+
+
+@needs_traces
+def test_old_format_integer_microseconds_and_top_level_list(traces: TracePool):
+    path = trace(OLD_LIST)
+    text = read_bytes(path).decode()
+    assert text.lstrip().startswith("[")  # no {"traceEvents": ...} wrapper
+    first, _ = json.JSONDecoder().raw_decode(text, text.index("{"))
+    assert (first["ph"], first["ts"], first["dur"]) == ("X", 1606910596297023, 13)
+    ingested = traces.db_of(path)
+    (op,) = ingested.rows("MATCH (n:Op) WHERE n.ev_idx = 0 RETURN n.ts AS ts, n.dur AS dur")
+    assert op == {"ts": 1606910596297023000, "dur": 13000}
+    assert [r.rank for r in ingested.result.ranks] == [0]
+
+
+def test_top_level_list_parses(tmp_path: Path):
+    path = write_json(
+        tmp_path / "list.json",
+        '[{"ph": "X", "cat": "Operator", "name": "aten::add", "pid": 1, "tid": "42", '
+        '"ts": 10, "dur": 3}]',
+    )
+    (rank,) = parse_file(path)
+    assert rank.rank == 0
+    assert rank.events.select(["label", "tid", "ts", "dur"]).to_pylist() == [
+        {"label": "Op", "tid": 42, "ts": 10_000, "dur": 3_000}
+    ]
+
+
+def test_microseconds_with_more_than_six_decimals_round_to_the_nanosecond(tmp_path: Path):
+    path = one_event(tmp_path, '"ts": 1000.0000004, "dur": 0.30000000000000004')
+    (rank,) = parse_file(path)
+    assert rank.events.select(["ts", "dur"]).to_pylist() == [{"ts": 1_000_000, "dur": 300}]
+
+
+def test_ids_beyond_int64_become_null(tmp_path: Path):
+    path = one_event(tmp_path, '"ts": 1, "dur": 1', '{"External id": 18446744073709551615}')
+    (rank,) = parse_file(path)
+    assert rank.events["external_id"].to_pylist() == [None]
+
+
+def test_rank_comes_from_options_then_distributed_info_then_zero(tmp_path: Path):
+    event = '{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}'
+    with_info = write_json(
+        tmp_path / "info.json",
+        f'{{"distributedInfo": {{"rank": 3, "world_size": 8}}, "traceEvents": [{event}]}}',
+    )
+    without = write_json(tmp_path / "bare.json", f'{{"traceEvents": [{event}]}}')
+    assert [(r.rank, r.world_size) for r in parse_file(with_info)] == [(3, 8)]
+    assert [r.rank for r in parse_file(with_info, ParseOptions(rank=5))] == [5]
+    assert [r.rank for r in parse_file(without)] == [0]
+
+
+def merged_two_rank_file(tmp_path: Path) -> Path:
+    """Two ranks' events on pids 10 and 20; rank 1's flow event says no rank (pid tells it)."""
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 10, "tid": 1, "ts": 1, "dur": 5,
+         "args": {"rank": 0}},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 20, "tid": 1, "ts": 2, "dur": 5,
+         "args": {"rank": 1}},
+        {"ph": "s", "cat": "ac2g", "name": "launch", "pid": 20, "tid": 1, "ts": 3, "id": 9},
+        {"ph": "X", "cat": "cpu_op", "name": "c", "pid": 10, "tid": 1, "ts": 3, "dur": 1,
+         "args": {"rank": 0}},
+    ]  # fmt: skip
+    return write_json(tmp_path / "merged.json", json.dumps({"traceEvents": events}))
+
+
+def test_merged_file_splits_by_rank_keeping_file_positions(tmp_path: Path):
+    ranks = parse_file(merged_two_rank_file(tmp_path))
+    assert [(r.rank, r.world_size) for r in ranks] == [(0, 2), (1, 2)]
+    assert ranks[0].events.select(["ev_idx", "name"]).to_pylist() == [
+        {"ev_idx": 0, "name": "a"},
+        {"ev_idx": 3, "name": "c"},
+    ]
+    assert ranks[1].events["ev_idx"].to_pylist() == [1, 2]
+
+
+def test_rank_option_on_a_merged_file_is_an_error(tmp_path: Path):
+    path = merged_two_rank_file(tmp_path)
+    with pytest.raises(TraceFormatError, match="several ranks") as caught:
+        parse_file(path, ParseOptions(rank=0))
+    assert caught.value.path == str(path)
+
+
+def assert_format_error(path: Path, reason: str) -> None:
+    with pytest.raises(TraceFormatError) as caught:
+        parse_file(path)
+    assert caught.value.path == str(path)
+    assert str(caught.value).startswith(f"{path}: ")
+    assert reason in caught.value.reason
+
+
+def test_non_json_file_is_a_format_error(tmp_path: Path):
+    assert_format_error(write_json(tmp_path / "notes.json", "ts,dur\n1,2\n"), "not a Kineto JSON")
+    zipped = tmp_path / "notes.json.gz"
+    zipped.write_bytes(gzip.compress(b"hello"))
+    assert_format_error(zipped, "not a Kineto JSON")
+
+
+@needs_traces
+def test_truncated_gzip_is_a_format_error(tmp_path: Path):
+    data = trace(SMALL).read_bytes()
+    cut = tmp_path / "cut.json.gz"
+    cut.write_bytes(data[: len(data) // 2])
+    assert_format_error(cut, "truncated gzip")
+
+
+def test_json_without_trace_events_is_a_format_error(tmp_path: Path):
+    assert_format_error(write_json(tmp_path / "x.json", '{"schemaVersion": 1}'), "traceEvents")
+    assert_format_error(write_json(tmp_path / "y.json", '{"traceEvents": null}'), "traceEvents")
+
+
+def test_empty_trace_events_is_a_format_error(tmp_path: Path):
+    assert_format_error(write_json(tmp_path / "x.json", '{"traceEvents": []}'), "no events")
+    only_metadata = '{"traceEvents": [{"ph": "M", "name": "process_name", "pid": 1}]}'
+    assert_format_error(write_json(tmp_path / "y.json", only_metadata), "no complete")
+
+
+def test_trace_format_error_survives_pickling():
+    error = TraceFormatError("/traces/rank0.json", "trace has no events")
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.path, copy.reason, str(copy)) == (error.path, error.reason, str(error))

@@ -1,0 +1,228 @@
+"""The store: checked query parameters, and all-or-nothing writes — an ingest that fails, meets
+another writer, or is killed with SIGKILL at any moment leaves the database as it was."""
+
+from __future__ import annotations
+
+import fcntl
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tracegraph.ingest.errors import IngestError
+from tracegraph.ingest.pipeline import IngestOptions, ingest
+from tracegraph.ingest.store import GraphStore, QueryError
+
+from ..conftest import label_counts, needs_traces, rows, trace
+
+SMALL = "hta/critical_path/cuda_event_sync/event_sync_trace.json.gz"
+MULTI_STREAM = "hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz"
+BIG = "hta/trace_diff/control/control.json.gz"
+
+
+class Snapshot:
+    """A database holding one run ("base"), its bytes and its counts."""
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.data = db.read_bytes()
+        with GraphStore(db) as store:
+            self.counts = label_counts(store)
+            self.runs = run_names(store)
+
+    def copy_to(self, folder: Path) -> Path:
+        db = folder / "graph.kuzu"
+        shutil.copyfile(self.db, db)
+        return db
+
+    def assert_unchanged(self, db: Path) -> None:
+        assert db.read_bytes() == self.data, "the database file changed"
+        assert not db.with_name(db.name + ".wal").exists()
+        with GraphStore(db) as store:
+            assert (run_names(store), label_counts(store)) == (self.runs, self.counts)
+
+
+def run_names(store: GraphStore) -> list[str]:
+    return [r["name"] for r in rows(store, "MATCH (r:Run) RETURN r.name AS name ORDER BY name")]
+
+
+def staging_files(db: Path) -> list[Path]:
+    return sorted(db.parent.glob(f".{db.name}.staging-*"))
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory: pytest.TempPathFactory) -> Snapshot:
+    if not trace(SMALL).exists():
+        pytest.skip("real traces absent")
+    db = tmp_path_factory.mktemp("one_run") / "graph.kuzu"
+    ingest([trace(SMALL)], db, IngestOptions(run="base"))
+    return Snapshot(db)
+
+
+@needs_traces
+def test_queries_check_their_parameters_and_a_reader_cannot_write(one_run: Snapshot):
+    with GraphStore(one_run.db) as store:
+        count = "MATCH (n:Kernel) WHERE n.rank = $r RETURN count(*) AS n"
+        assert rows(store, count, {"r": 0}) == [{"n": one_run.counts["Kernel"]}]
+        with pytest.raises(QueryError, match="missing parameter"):
+            store.run(count)
+        with pytest.raises(QueryError, match="unknown parameter"):
+            store.run(count, {"r": 0, "rank": 0})
+        with pytest.raises(QueryError):
+            store.run("MATCH (n:Nope) RETURN n")
+        with pytest.raises(QueryError):
+            store.run("CREATE (:Run {name: 'x', run_idx: 9})")
+        assert store.run(count, {"r": 0}, limit=0).truncated
+
+
+@needs_traces
+@pytest.mark.parametrize("failing_label", ["Kernel", "SYNCS", "Run"])
+def test_ingest_failing_midway_leaves_the_database_as_it_was(
+    one_run: Snapshot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_label: str
+):
+    db = one_run.copy_to(tmp_path)
+    real_copy = GraphStore.copy
+    loaded: list[str] = []
+
+    def copy(self: GraphStore, label: str, data, pair=None) -> None:  # noqa: ANN001
+        if label == failing_label:
+            raise IngestError(f"injected failure loading {label}")
+        loaded.append(label)
+        real_copy(self, label, data, pair)
+
+    monkeypatch.setattr(GraphStore, "copy", copy)
+    with pytest.raises(IngestError, match="injected"):
+        ingest([trace(MULTI_STREAM)], db, IngestOptions(run="second"))
+    assert loaded[:2] == ["Op", "Runtime"]  # it failed after loading part of the run
+    monkeypatch.undo()
+    one_run.assert_unchanged(db)
+    assert staging_files(db) == []
+
+
+@needs_traces
+def test_failed_first_ingest_leaves_no_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    def copy(self: GraphStore, label: str, data, pair=None) -> None:  # noqa: ANN001
+        raise IngestError("injected")
+
+    monkeypatch.setattr(GraphStore, "copy", copy)
+    db = tmp_path / "new.kuzu"
+    with pytest.raises(IngestError):
+        ingest([trace(SMALL)], db)
+    assert not db.exists() and staging_files(db) == []
+
+
+@needs_traces
+def test_second_writer_is_refused_while_one_holds_the_lock(one_run: Snapshot, tmp_path: Path):
+    db = one_run.copy_to(tmp_path)
+    with open(db.with_name(db.name + ".lock"), "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(IngestError, match="another tracegraph process"):
+            ingest([trace(MULTI_STREAM)], db, IngestOptions(run="second"))
+    one_run.assert_unchanged(db)
+
+
+# The ingest a test kills: it announces each COPY and the final swap on stdout, and, at the
+# point named by argv[3], waits on stdin (for a kill that the parent sends) before going on.
+CHILD = r"""
+import os, sys
+from pathlib import Path
+from tracegraph.ingest import store
+from tracegraph.ingest.pipeline import IngestOptions, ingest
+
+db, path, hold_at = sys.argv[1:4]
+
+def reached(point):
+    print(point, flush=True)
+    if point == hold_at:
+        sys.stdin.readline()
+
+real_copy, real_replace = store.GraphStore.copy, os.replace
+
+def copy(self, label, data, pair=None):
+    reached("copy " + label)
+    return real_copy(self, label, data, pair)
+
+def replace(src, dst):
+    reached("replace")
+    return real_replace(src, dst)
+
+store.GraphStore.copy, os.replace = copy, replace
+ingest([Path(path)], Path(db), IngestOptions(run="killed"))
+print("done", flush=True)
+"""
+
+
+class Child:
+    """An ingest of the big trace into `db` in a subprocess, to be killed with SIGKILL."""
+
+    def __init__(self, db: Path, hold_at: str = "-") -> None:
+        self.db = db
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD, str(db), str(trace(BIG)), hold_at],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.staging = db.with_name(f".{db.name}.staging-{self.proc.pid}")
+        self._watchdog = threading.Timer(120, self.proc.kill)  # never hang the suite
+        self._watchdog.start()
+
+    def wait_for_line(self, wanted: str) -> float:
+        """Read announcements until `wanted`; the time it came."""
+        for line in self.proc.stdout:
+            if line.strip() == wanted:
+                return time.monotonic()
+        pytest.fail(f"the ingest ended (rc={self.proc.wait()}) before {wanted!r}")
+
+    def wait_for_staging(self) -> float:
+        while not self.staging.exists():
+            assert self.proc.poll() is None, "the ingest ended before its staging file appeared"
+            time.sleep(0.005)
+        return time.monotonic()
+
+    def kill(self) -> bool:
+        """SIGKILL; whether the ingest was still mid-way (its staging file not yet swapped in)."""
+        midway = self.proc.poll() is None and self.staging.exists()
+        self.proc.send_signal(signal.SIGKILL)
+        assert self.proc.wait() == -signal.SIGKILL
+        self._watchdog.cancel()
+        return midway
+
+
+@needs_traces
+def test_ingest_killed_at_any_moment_leaves_the_database_as_it_was(
+    one_run: Snapshot, tmp_path: Path
+):
+    def child(name: str, hold_at: str = "-") -> Child:
+        (tmp_path / name).mkdir()
+        return Child(one_run.copy_to(tmp_path / name), hold_at)
+
+    # all three run at once: two stop at a point of their own, one is killed by the clock
+    before_kernels = child("before_kernels", hold_at="copy Kernel")
+    before_swap = child("before_swap", hold_at="replace")
+    timed = child("timed")
+    time.sleep(max(0.0, timed.wait_for_staging() + 0.3 - time.monotonic()))
+    assert timed.kill(), "the ingest finished within 0.3 s of starting to load"
+    one_run.assert_unchanged(timed.db)
+
+    before_kernels.wait_for_line("copy Kernel")  # Op and Runtime are loaded in staging
+    assert before_kernels.kill()
+    one_run.assert_unchanged(before_kernels.db)
+
+    before_swap.wait_for_line("replace")  # staging is complete and checkpointed
+    assert before_swap.kill()
+    one_run.assert_unchanged(before_swap.db)
+
+    # a killed writer leaves its staging file; the next writer removes it and commits
+    assert before_swap.staging.exists()
+    ingest([trace(MULTI_STREAM)], before_swap.db, IngestOptions(run="after"))
+    assert staging_files(before_swap.db) == []
+    with GraphStore(before_swap.db) as store:
+        assert run_names(store) == ["after", "base"]
+        base_ops = "MATCH (n:Op) WHERE n.run = 'base' RETURN count(*) AS n"
+        assert rows(store, base_ops) == [{"n": one_run.counts["Op"]}]
