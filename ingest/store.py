@@ -26,6 +26,7 @@ from . import schema
 from .errors import IngestError
 
 DEFAULT_TIMEOUT_MS = 60_000
+READER_BUFFER_POOL = 2 << 30
 KUZU_VERSION = kuzu.__version__
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -53,7 +54,10 @@ class GraphStore:
     def __init__(self, path: Path, read_only: bool = True, timeout_ms: int = DEFAULT_TIMEOUT_MS):
         self.path = Path(path)
         try:
-            self._db = kuzu.Database(str(self.path), read_only=read_only)
+            # Kuzu reserves 80% of RAM for its buffer pool by default, which makes every open
+            # slow (and limits a process to ~20 open databases); readers need far less.
+            pool = {"buffer_pool_size": READER_BUFFER_POOL} if read_only else {}
+            self._db = kuzu.Database(str(self.path), read_only=read_only, **pool)
         except RuntimeError as exc:
             raise IngestError(f"{self.path}: cannot open database ({_short(exc)})") from exc
         self._conn = kuzu.Connection(self._db)

@@ -105,7 +105,7 @@ def what_if(
         raise WhatIfError(f"unknown variant '{variant}' (all, {CRITICAL_SYNC_ONLY})")
     if remove_types:
         edges = edges.filter(pc.invert(pc.is_in(edges["type"], pa.array(list(remove_types)))))
-    base = edges["weight_ns"].to_numpy(zero_copy_only=False).astype(np.int64)
+    base = _scaled_weights(edges, Scaling())
     scaled = _scaled_weights(edges, scaling)
     rows = []
     for rank, sel in _groups(edges):
@@ -163,9 +163,11 @@ def compare_what_if(
 
 
 def _run_of(store: GraphStore, edge_set: str, run: str | None) -> str:
-    runs = store.run(
-        "MATCH (e:EdgeSet) WHERE e.name = $name RETURN e.run AS run", {"name": edge_set}
-    ).table["run"].to_pylist()
+    runs = (
+        store.run("MATCH (e:EdgeSet) WHERE e.name = $name RETURN e.run AS run", {"name": edge_set})
+        .table["run"]
+        .to_pylist()
+    )
     if not runs:
         raise WhatIfError(f"no edge set '{edge_set}' in {store.path}")
     if run is not None:

@@ -123,7 +123,7 @@ def build_native_edge_set(
             "all_steps": all_steps,
         },
         _window_json(window, all_steps, summaries, paths),
-        [_rank_json(s) for s in summaries],
+        {str(s.rank): _rank_json(s) for s in summaries},
     )
     sets = [(row, edges)]
     if paths:
@@ -425,7 +425,7 @@ def _cross_rank_set(
             "kind": "cross_rank_path",
         },
         {"all_steps": all_steps, "cross_rank": [_path_summary(p) for p in paths]},
-        [{"rank": r, "status": "ok", "path_length_ns": None} for r in ranks],
+        {str(r): {"rank": r, "status": "ok", "path_length_ns": None} for r in ranks},
     )
     return row, first_of_each_edge(pa.concat_tables(tables))
 

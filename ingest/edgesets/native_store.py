@@ -117,7 +117,7 @@ def edge_set_row(
     version: str,
     options: dict[str, object],
     window: dict[str, object],
-    ranks: list[dict[str, object]],
+    ranks: dict[str, dict[str, object]],
 ) -> dict[str, object]:
     return {
         "id": f"{run}/{name}",
