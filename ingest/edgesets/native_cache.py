@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from .native_frame import FrameSource
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 
 
 def cache_dir(db: Path) -> Path:
@@ -58,7 +58,7 @@ def load_sources(db: Path, trace_file: Path) -> list[FrameSource] | None:
     out = []
     for entry in meta["ranks"]:
         rows = table.slice(entry["offset"], entry["rows"]).drop_columns(["_rank"])
-        out.append(FrameSource(entry["rank"], rows, entry["has_flow"], entry["has_gaps"]))
+        out.append(FrameSource(entry["rank"], rows))
     return out
 
 
@@ -72,15 +72,7 @@ def store_sources(db: Path, trace_file: Path, sources: list[FrameSource]) -> Non
         for s in sources:
             rows = s.rows.append_column("_rank", pa.array([s.rank] * s.rows.num_rows, pa.int64()))
             parts.append(rows)
-            ranks.append(
-                {
-                    "rank": s.rank,
-                    "offset": offset,
-                    "rows": s.rows.num_rows,
-                    "has_flow": s.has_flow,
-                    "has_gaps": s.has_gaps,
-                }
-            )
+            ranks.append({"rank": s.rank, "offset": offset, "rows": s.rows.num_rows})
             offset += s.rows.num_rows
         table = pa.concat_tables(parts, promote_options="permissive")
         meta = json.dumps({"ident": ident, "ranks": ranks})

@@ -120,7 +120,6 @@ class Frame:
     unit_ns: int
     origin: int  # the trace time (in units) that ts counts from
     ts_dtype: np.dtype  # the dtype of HTA's ts column (it decides how HTA's sorts break ties)
-    dur_is_float: bool
     gpu_first: bool  # rows were reordered by the ProfilerStep filter
     symbols: frozenset[str]
 
@@ -172,20 +171,15 @@ def _ints(table: pa.Table, column: str, default: int = -1) -> np.ndarray:
 @dataclass(frozen=True)
 class FrameSource:
     """What a rank's frames are built from: the rows HTA reads (every event with `dur` and `cat`,
-    except cat `Trace`), in file order, and two facts about the whole file. Cacheable."""
+    except cat `Trace`), in file order. Cacheable."""
 
     rank: int
     rows: pa.Table  # FRAME_COLUMNS without args, plus `hta_stream`
-    has_flow: bool
-    has_gaps: bool  # some traceEvents entry is not an X event (metadata, instants)
 
 
 def frame_source(trace: RankTrace) -> FrameSource:
     """The source columns of one rank's frames, from its parsed events."""
     events = trace.events
-    has_flow = bool(pc.any(pc.is_in(events["ph"], pa.array(["s", "f", "t"]))).as_py())
-    ev_all = events["ev_idx"].to_numpy()
-    gaps = len(ev_all) == 0 or int(ev_all.max()) + 1 != len(ev_all)
     keep = pc.and_(
         pc.and_(pc.is_valid(events["dur"]), pc.is_valid(events["cat"])),
         pc.not_equal(pc.fill_null(events["cat"], ""), "Trace"),
@@ -193,7 +187,7 @@ def frame_source(trace: RankTrace) -> FrameSource:
     needed = [c for c in FRAME_COLUMNS if c in events.column_names]
     rows = events.select(needed).filter(keep)
     rows = rows.append_column("hta_stream", pa.array(_hta_stream(rows), pa.int64()))
-    return FrameSource(trace.rank, rows.drop_columns(["args"]), has_flow, gaps)
+    return FrameSource(trace.rank, rows.drop_columns(["args"]))
 
 
 def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: bool) -> Frame:
@@ -205,7 +199,7 @@ def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: 
     if isinstance(source, RankTrace):
         source = frame_source(source)
     hta = hta_quirks
-    rows, has_flow, gaps = source.rows, source.has_flow, source.has_gaps
+    rows = source.rows
     ts_ns, dur_ns = _ints(rows, "ts", 0), _ints(rows, "dur", 0)
     ts, dur, unit = _times(ts_ns, dur_ns) if hta_times else (ts_ns, dur_ns, 1)
     origin = int(ts.min()) if len(ts) else 0
@@ -245,7 +239,6 @@ def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: 
         unit_ns=unit,
         origin=origin,
         ts_dtype=_downcast_dtype(ts_ns // NS_PER_US),
-        dur_is_float=bool(gaps or has_flow or unit != NS_PER_US or (dur_ns % NS_PER_US).any()),
         gpu_first=False,
         symbols=symbols,
     )

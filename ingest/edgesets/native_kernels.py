@@ -93,7 +93,7 @@ def kernel_edges(
     same = np.zeros(len(k_pos), bool)
     same[1:] = k_stream[by_stream][1:] == k_stream[by_stream][:-1]
     prev[by_stream[1:][same[1:]]] = k_row[by_stream[:-1][same[1:]]]
-    sync_src = _stream_wait_sources(full, clip, s, sync_s, k_pos, k_row, look)
+    sync_src = _stream_wait_sources(full, clip, s, sync_s, k_pos, k_row, look, rules.hta)
     src_row = clip.position_of(sync_src)
     sync_ok = (src_row >= 0) & has_node[np.maximum(src_row, 0)]
     runtime_full = full.position_of(ic[k_row])
@@ -159,6 +159,7 @@ def _stream_wait_sources(
     k_pos: np.ndarray,
     k_row: np.ndarray,
     look: KernelLookups,
+    hta: bool,
 ) -> np.ndarray:
     """Label of the kernel each kernel waits on (Stream Wait Event), -1 for none."""
     out = np.full(len(k_pos), -1, np.int64)
@@ -173,6 +174,8 @@ def _stream_wait_sources(
             continue
         src = int(full.index_correlation[full.position_of(np.array([launch]))[0]])
         if look.next_launch is None or int(clip.index_correlation[row]) not in look.next_launch:
+            if not hta:
+                continue
             raise NotEmulable("HTA looks up a cudaStreamWaitEvent it did not index (KeyError)")
         dest_launch = look.next_launch[int(clip.index_correlation[row])]
         if dest_launch < 0:
@@ -182,16 +185,16 @@ def _stream_wait_sources(
     if not pairs:
         return out
     pairs.sort()
-    dest = np.array([d for d, _, _ in pairs], np.int64)
-    at = np.array([p for _, p, _ in pairs], np.int64)
-    src = np.array([x for _, _, x in pairs], np.int64)
+    dests = np.array([d for d, _, _ in pairs], np.int64)
+    ats = np.array([p for _, p, _ in pairs], np.int64)
+    srcs = np.array([x for _, _, x in pairs], np.int64)
     k_label = clip.ev_idx[k_row]
     # the last assignment to this kernel made before the kernel's own turn
-    key = dest * (len(s) + 1) + at
+    key = dests * (len(s) + 1) + ats
     q = k_label * (len(s) + 1) + k_pos
     i = np.searchsorted(key, q) - 1
-    hit = (i >= 0) & (dest[np.maximum(i, 0)] == k_label)
-    out[hit] = src[i[hit]]
+    hit = (i >= 0) & (dests[np.maximum(i, 0)] == k_label)
+    out[hit] = srcs[i[hit]]
     return out
 
 

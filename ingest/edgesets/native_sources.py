@@ -1,0 +1,99 @@
+"""Each rank's frame source for the native builder: from the cache, else its re-read file.
+
+A rank file is re-read with `parse_file` as at ingest (a merged file once for all its ranks, with
+the ingest's pid → rank map if its pids name no rank); a rank whose event count differs from the
+database's fails the build (the file changed since the ingest).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from .. import schema
+from ..errors import TraceFormatError
+from ..parse import ParseOptions, RankTrace, parse_file
+from ..store import GraphStore
+from .errors import EdgeSetError
+from .native_cache import load_sources, store_sources
+from .native_frame import FrameSource, frame_source
+
+
+def rank_sources(
+    db: Path, files: dict[int, str], counts: dict[int, int], pid_ranks: dict[int, int]
+) -> list[FrameSource]:
+    """Each rank's frame source: from the cache, else re-read from its file (and cached)."""
+    by_file: dict[str, list[int]] = {}
+    for rank, file in sorted(files.items()):
+        by_file.setdefault(file, []).append(rank)
+    out: list[FrameSource] = []
+    for file, ranks in by_file.items():
+        path = Path(file)
+        if not path.is_file():
+            raise EdgeSetError(f"{file}: source trace of rank(s) {ranks} is gone")
+        sources = load_sources(db, path)
+        if sources is None:
+            sources = [frame_source(t) for t in _reread(path, ranks, counts, pid_ranks)]
+            store_sources(db, path, sources)
+        found = {s.rank: s for s in sources}
+        if len(ranks) == 1 and len(sources) == 1:
+            found = {ranks[0]: replace(sources[0], rank=ranks[0])}
+        for rank in ranks:
+            if rank not in found:
+                raise EdgeSetError(f"{file}: re-reading it found no events of rank {rank}")
+            out.append(found[rank])
+    return out
+
+
+def _reread(
+    path: Path, ranks: list[int], counts: dict[int, int], pid_ranks: dict[int, int]
+) -> list[RankTrace]:
+    """The file's ranks as at ingest; a rank whose event count changed fails the build."""
+    try:
+        traces = parse_file(path)
+    except TraceFormatError:
+        traces = parse_file(path, ParseOptions(rank_of_pid=pid_ranks))
+    if len(ranks) == 1 and len(traces) == 1:
+        traces = [_as_rank(traces[0], ranks[0])]
+    for trace in traces:
+        labels = trace.events["label"].to_numpy(zero_copy_only=False)
+        n = int(np.isin(labels, ["Op", "Runtime", "Kernel"]).sum())
+        if trace.rank in counts and n != counts[trace.rank]:
+            raise EdgeSetError(
+                f"{trace.file}: re-reading it gave {n} events for rank {trace.rank}, the "
+                f"database holds {counts[trace.rank]}; re-ingest the run"
+            )
+    return traces
+
+
+def _as_rank(trace: RankTrace, rank: int) -> RankTrace:
+    if trace.rank == rank:
+        return trace
+    return RankTrace(
+        trace.file,
+        rank,
+        trace.events,
+        trace.world_size,
+        trace.schema_version,
+        trace.base_time_ns,
+        trace.device,
+        trace.distributed_info,
+    )
+
+
+def pid_ranks(store: GraphStore, run_idx: int) -> dict[int, int]:
+    """pid → rank as ingested (for re-reading merged files whose pids name no rank)."""
+    lo = int(schema.event_key(run_idx, 0, 0))
+    hi = lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
+    pairs: dict[int, set[int]] = {}
+    for label in ("Op", "Runtime", "Kernel"):
+        table = store.run(
+            f"MATCH (n:{label}) WHERE n.id >= {lo} AND n.id < {hi} "
+            "RETURN DISTINCT n.pid AS pid, n.rank AS rank"
+        ).table
+        for pid, rank in zip(table["pid"].to_pylist(), table["rank"].to_pylist(), strict=True):
+            if pid is not None:
+                pairs.setdefault(int(pid), set()).add(int(rank))
+    return {pid: next(iter(r)) for pid, r in pairs.items() if len(r) == 1}
