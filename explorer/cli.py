@@ -16,7 +16,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracegraph.ingest.edgesets.hta import build_hta_edge_set
+from tracegraph.ingest.edgesets.hta import RankStatus, build_hta_edge_set
+from tracegraph.ingest.edgesets.native import build_native_edge_set
+from tracegraph.ingest.edgesets.native_options import NativeOptions, OptionsError, emulate
+from tracegraph.ingest.edgesets.native_report import RankSummary
+from tracegraph.ingest.edgesets.native_window import Window
 from tracegraph.ingest.errors import IngestError, TraceFormatError
 from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, IngestResult, ingest
@@ -24,6 +28,7 @@ from tracegraph.ingest.store import GraphStore, QueryError
 from tracegraph.queries.catalog import CatalogError, canned_queries, canned_query, coerce_params
 from tracegraph.queries.diff import DiffError, chakra_view, diff_edge_sets
 from tracegraph.queries.summary import database_info
+from tracegraph.queries.whatif import Scaling, WhatIfError, compare_what_if, what_if
 
 from . import output
 from .progress import stderr_progress
@@ -38,7 +43,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (TraceFormatError, IngestError, QueryError, CatalogError, DiffError, UsageError) as exc:
+    except (
+        TraceFormatError,
+        IngestError,
+        QueryError,
+        CatalogError,
+        DiffError,
+        WhatIfError,
+        UsageError,
+    ) as exc:
         print(f"tracegraph: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -85,13 +98,40 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout-s", type=float, default=60.0, help="query timeout (0: none)")
     p.set_defaults(handler=_query)
 
-    p = sub.add_parser("edges", help="build a dependency edge set (HTA's graph of a version)")
+    p = sub.add_parser("edges", help="build a dependency edge set: HTA's graph, or native")
     p.add_argument("db", type=Path)
-    p.add_argument(
+    producer = p.add_mutually_exclusive_group(required=True)
+    producer.add_argument(
         "--hta",
         metavar="SPEC",
-        required=True,
-        help="HolisticTraceAnalysis==0.5.0 or traceinsight==0.6.1 (run in its own env)",
+        help="HolisticTraceAnalysis==0.5.0 or traceinsight==0.6.1 (own env)",
+    )
+    producer.add_argument("--native", action="store_true", help="tracegraph's own builder")
+    p.add_argument(
+        "--emulate",
+        metavar="VERSION",
+        help="with --native: HTA's semantics of hta-0.5.0 or traceinsight-0.6.1",
+    )
+    p.add_argument(
+        "--kernel-gap-cutoff-us",
+        type=float,
+        metavar="US",
+        help="with --native: no kernel→kernel edge across a gap this long",
+    )
+    p.add_argument(
+        "--merge-backward-thread",
+        action="store_true",
+        help="with --native: the autograd thread joins the forward thread",
+    )
+    p.add_argument(
+        "--runtime-lock",
+        action="store_true",
+        help="with --native: CUDA runtime calls serialize on the runtime lock",
+    )
+    p.add_argument(
+        "--all-steps",
+        action="store_true",
+        help="with --native: one window per ProfilerStep#N of every rank",
     )
     p.add_argument("--run", help="the run (needed when the database holds several)")
     window = p.add_mutually_exclusive_group()
@@ -105,6 +145,33 @@ def _parser() -> argparse.ArgumentParser:
         help="where HTA environments are cached (default ~/.cache/tracegraph/hta)",
     )
     p.set_defaults(handler=_edges)
+
+    p = sub.add_parser("whatif", help="critical-path lengths with scaled durations or cut edges")
+    p.add_argument("db", type=Path)
+    p.add_argument("edge_set", metavar="EDGE_SET")
+    p.add_argument("--run", help="the run (needed when several runs hold the edge set)")
+    p.add_argument(
+        "--scale",
+        action="append",
+        default=[],
+        metavar="KIND=FACTOR",
+        help="kernel, cpu or collective durations times FACTOR (repeatable)",
+    )
+    p.add_argument(
+        "--remove",
+        action="append",
+        default=[],
+        metavar="TYPE",
+        help="drop edges of this type, e.g. sync_dependency (repeatable)",
+    )
+    p.add_argument(
+        "--compare",
+        metavar="EDGE_SET",
+        help="another edge set, or critical-sync-only (only the sync edges on the "
+        "profiled path, what Chakra keeps), under the same scaling",
+    )
+    p.add_argument("--format", choices=output.FORMATS, default="table")
+    p.set_defaults(handler=_whatif)
 
     p = sub.add_parser("diff", help="compare two edge sets of a run")
     p.add_argument("db", type=Path)
@@ -254,6 +321,19 @@ def _param_value(raw: str) -> object:
 def _edges(args: argparse.Namespace) -> int:
     if args.instance is not None and not args.annotation:
         raise UsageError("--instance needs --annotation")
+    native_flags = (
+        args.emulate
+        or args.kernel_gap_cutoff_us is not None
+        or args.all_steps
+        or args.merge_backward_thread
+        or args.runtime_lock
+    )
+    if args.hta and native_flags:
+        raise UsageError("--emulate, --all-steps and the heuristic flags go with --native")
+    return _native_edges(args) if args.native else _hta_edges(args)
+
+
+def _hta_edges(args: argparse.Namespace) -> int:
     annotation = "" if args.whole_trace or not args.annotation else args.annotation
     with stderr_progress() as progress:
         result = build_hta_edge_set(
@@ -274,13 +354,74 @@ def _edges(args: argparse.Namespace) -> int:
         f"edge set '{result.name}' of run '{result.run}' ({result.spec}, {window}): "
         f"{result.edges_loaded:,} edges"
     )
-    for rank in result.ranks:
+    _print_rank_status(result.ranks)
+    return 0
+
+
+def _native_edges(args: argparse.Namespace) -> int:
+    try:
+        options = emulate(args.emulate) if args.emulate else NativeOptions()
+        changes: dict[str, object] = {}
+        if args.kernel_gap_cutoff_us is not None:
+            changes["kernel_gap_cutoff_ns"] = int(round(args.kernel_gap_cutoff_us * 1000))
+        if args.merge_backward_thread:
+            changes["merge_backward_thread"] = True
+        if args.runtime_lock:
+            changes["runtime_lock"] = True
+        if changes:
+            options = options.with_changes(**changes)
+    except OptionsError as exc:
+        raise UsageError(str(exc)) from exc
+    window = Window(args.annotation, args.instance or 0) if args.annotation else Window()
+    with stderr_progress() as progress:
+        result = build_native_edge_set(
+            args.db,
+            run=args.run,
+            options=options,
+            window=window,
+            all_steps=args.all_steps,
+            progress=progress,
+        )
+    print(
+        f"edge set '{result.name}' of run '{result.run}': {result.edges_loaded:,} edges"
+        + (
+            f", {result.inferred_syncs:,} sync edges inferred from runtime calls"
+            if result.inferred_syncs
+            else ""
+        )
+    )
+    _print_rank_status(result.ranks)
+    for path in result.cross_rank:
+        print(
+            f"  {path.step}: across ranks {path.length_ns / 1e3:,.0f} µs, bound by rank "
+            f"{path.bound_by_rank} ({path.bound_by_op})"
+            + (f"; stragglers {list(path.stragglers)}" if path.stragglers else "")
+        )
+    return 0
+
+
+def _print_rank_status(ranks: Sequence[RankStatus | RankSummary]) -> None:
+    for rank in ranks:
         if rank.status == "ok":
             by_type = ", ".join(f"{t} {n:,}" for t, n in sorted(rank.edges_by_type.items()))
             length = (rank.path_length_ns or 0) / 1e3
             print(f"  rank {rank.rank}: critical path {length:,.0f} µs; {by_type}")
         else:
-            print(f"  rank {rank.rank}: HTA failed: {rank.message}")
+            print(f"  rank {rank.rank}: failed: {rank.message}")
+
+
+def _whatif(args: argparse.Namespace) -> int:
+    scaling = Scaling.parse(args.scale)
+    with _open(args.db) as store:
+        if args.compare:
+            table = compare_what_if(
+                store, args.edge_set, args.compare, run=args.run, scaling=scaling
+            )
+        else:
+            table = what_if(
+                store, args.edge_set, run=args.run, scaling=scaling, remove_types=tuple(args.remove)
+            ).lengths
+    sys.stdout.write(output.render(table, args.format))
     return 0
 
 
@@ -355,6 +496,9 @@ def _diff(args: argparse.Namespace) -> int:
             "dst_ts",
         ]
     )
+    if diff.edges.num_rows == 0:
+        print("no differing edges: the two edge sets are identical")
+        return 0
     print(f"differing edges ({diff.edges.num_rows}, first {min(args.limit, shown.num_rows)}):")
     print(_indent(output.render(shown.slice(0, args.limit), max_width=40)))
     return 0
