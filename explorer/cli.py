@@ -526,6 +526,11 @@ def _demo(args: argparse.Namespace) -> int:
         result = ingest(files, args.db, IngestOptions(run="demo"), progress)
     print(f"synthetic traces of {config.ranks} ranks x {config.steps} steps in {traces}/")
     _print_ingest(result, args.db)
+    # three native edge sets: HTA 0.5.0's and 0.6.1's semantics, and tracegraph's own
+    with stderr_progress() as progress:
+        for version in ("hta-0.5.0", "traceinsight-0.6.1"):
+            build_native_edge_set(args.db, run="demo", options=emulate(version), progress=progress)
+        native = build_native_edge_set(args.db, run="demo", all_steps=True, progress=progress)
     if not args.no_tui:
         return _explore(argparse.Namespace(db=args.db))
     print()
@@ -535,6 +540,18 @@ def _demo(args: argparse.Namespace) -> int:
             rows = store.run(canned_query(name).cypher, {"run": "demo"}, limit=8)
             print(f"{title} (tracegraph query {args.db} --canned {name} --param run=demo):")
             print(_indent(output.render(rows.table)))
+        diff = diff_edge_sets(store, "native:hta-0.5.0", "native:traceinsight-0.6.1", run="demo")
+    print(
+        f"HTA 0.5.0 vs 0.6.1 semantics (tracegraph diff {args.db} native:hta-0.5.0 "
+        "native:traceinsight-0.6.1):"
+    )
+    print(_indent(output.render(diff.counts)))
+    print("the job's critical path per step, across ranks (edge set 'native'):")
+    for path in native.cross_rank:
+        print(
+            f"  {path.step}: {path.length_ns / 1e3:,.0f} µs, bound by rank {path.bound_by_rank}"
+            f" ({path.bound_by_op})"
+        )
     return 0
 
 
