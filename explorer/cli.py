@@ -184,6 +184,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=output.FORMATS, default="table")
     p.set_defaults(handler=_diff)
 
+    p = sub.add_parser("explore", help="the TUI: overview, steps, inspector, diff, console")
+    p.add_argument("db", type=Path)
+    p.set_defaults(handler=_explore)
+
     p = sub.add_parser("queries", help="list canned queries with their parameters")
     p.set_defaults(handler=_queries)
 
@@ -556,13 +560,19 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _explore(args: argparse.Namespace) -> int:
-    raise UsageError("the TUI is not built yet; use `tracegraph info` and `tracegraph query`")
+    from .app import run_app  # textual loads only for the TUI
+
+    return run_app(_existing(args.db))
+
+
+def _existing(db: Path) -> Path:
+    if not db.exists():
+        raise UsageError(f"{db}: no such database")
+    return db
 
 
 def _open(db: Path, timeout_ms: int = 60_000) -> GraphStore:
-    if not db.exists():
-        raise UsageError(f"{db}: no such database")
-    return GraphStore(db, read_only=True, timeout_ms=timeout_ms)
+    return GraphStore(_existing(db), read_only=True, timeout_ms=timeout_ms)
 
 
 Handler = Callable[[argparse.Namespace], int]

@@ -102,16 +102,17 @@ class EventDetail:
 
 
 def find_event(store: GraphStore, event_id: int) -> tuple[str, dict[str, object]]:
-    """The label and properties of the event with this id (one lookup over the event labels)."""
-    table = store.run(
-        f"MATCH (e:{EVENT_LABELS}) WHERE e.id = {int(event_id)} RETURN label(e) AS label, e.*"
-    ).table
-    if table.num_rows == 0:
-        raise EventNotFound(f"no event with id {int(event_id)}")
-    row = table.to_pylist()[0]
-    label = str(row.pop("label"))
-    own = [c.name for c in schema.NODE_BY_LABEL[label].columns]  # the union has all labels' props
-    return label, {name: row.get(f"e.{name}") for name in own}
+    """The label and properties of the event with this id.
+
+    One primary-key lookup per label: a lookup over the union `Op:Runtime:Kernel` does not use
+    the key index (~100 ms on 5 M events against ~5 ms).
+    """
+    for label in schema.EVENT_LABELS:
+        table = store.run(f"MATCH (e:{label}) WHERE e.id = {int(event_id)} RETURN e.*").table
+        if table.num_rows:
+            row = table.to_pylist()[0]
+            return label, {k.removeprefix("e."): v for k, v in row.items()}
+    raise EventNotFound(f"no event with id {int(event_id)}")
 
 
 def event_id_of(store: GraphStore, run: str, rank: int, ev_idx: int) -> int:
@@ -150,8 +151,12 @@ def event_detail(store: GraphStore, event_id: int) -> EventDetail:
     """Fields, parsed args and neighbours of one event."""
     label, fields = find_event(store, event_id)
     raw = fields.pop("args", None)
-    try:
-        args = json.loads(raw) if raw else {}
-    except (TypeError, ValueError):
-        args = raw
+    args: object = raw
+    if isinstance(raw, str) and raw:
+        try:
+            args = json.loads(raw)
+        except ValueError:
+            pass  # not JSON: shown as the text it is
+    elif not raw:
+        args = {}
     return EventDetail(int(event_id), label, fields, args, neighbours(store, event_id, label))

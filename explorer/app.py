@@ -1,0 +1,207 @@
+"""The tracegraph explorer: a keyboard-first Textual app over one database.
+
+Screens are modes (`MODES`), one module each under `explorer/screens/`. Every database call runs in
+a thread worker that posts a past-tense message (explorer/messages.py); handlers update the UI.
+The app holds only UI state (`Focus`: which run, rank, step, edge set and event the user looks
+at) and the one read-only `GraphStore` of its database.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+
+from textual.app import App, SystemCommand
+from textual.reactive import reactive
+from textual.screen import Screen
+
+from tracegraph.ingest.store import GraphStore
+from tracegraph.queries.runs import RunRef, list_runs
+
+from . import keymap
+from .messages import EventChosen, StepChosen
+from .screens.console import ConsoleScreen
+from .screens.dialogs import HelpScreen
+from .screens.diff import DiffScreen
+from .screens.inspector import InspectorScreen
+from .screens.overview import OverviewScreen
+from .screens.step import StepScreen
+
+DEFAULT_TIMEOUT_S = 30.0
+WARM_UP_AFTER_S = 0.5
+
+_STORES: dict[Path, GraphStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def open_store(db: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> GraphStore:
+    """The process's one read-only store for `db` (Kuzu wants one Database per path)."""
+    key = Path(db).resolve()
+    with _STORES_LOCK:
+        if key not in _STORES:
+            _STORES[key] = GraphStore(key, read_only=True, timeout_ms=int(timeout_s * 1000))
+        return _STORES[key]
+
+
+def close_store(db: Path) -> None:
+    with _STORES_LOCK:
+        store = _STORES.pop(Path(db).resolve(), None)
+    if store is not None:
+        store.close()
+
+
+@dataclass(frozen=True)
+class Focus:
+    """What the user looks at; screens read it when they are shown."""
+
+    run: str | None = None
+    rank: int | None = None
+    step: int | None = None
+    edge_set: str | None = None
+    event_id: int | None = None
+
+
+class TraceExplorer(App[int]):
+    """Overview, step, inspector, edge-set diff and query console over one database."""
+
+    TITLE = "tracegraph"
+    CSS_PATH = "app.tcss"
+    MODES = {
+        "overview": OverviewScreen,
+        "step": StepScreen,
+        "inspector": InspectorScreen,
+        "diff": DiffScreen,
+        "console": ConsoleScreen,
+    }
+    DEFAULT_MODE = "overview"
+    BINDINGS = keymap.bindings("app")
+
+    focus_state: reactive[Focus] = reactive(Focus, always_update=True)
+
+    def __init__(
+        self,
+        db: Path,
+        store: GraphStore | None = None,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        keys: dict[str, str] | None = None,
+        mode: str = "overview",
+        warm_up: bool = True,
+    ) -> None:
+        self.DEFAULT_MODE = mode  # type: ignore[misc]  # read by App.__init__: the first mode
+        super().__init__()
+        self.db = Path(db)
+        self.store = store if store is not None else open_store(self.db, timeout_s)
+        self.timeout_s = timeout_s
+        self._keys = keys or {}
+        self._warm = warm_up
+        self._runs: list[RunRef] | None = None
+        self._runs_lock = threading.Lock()
+        self.sub_title = str(self.db)
+
+    def on_mount(self) -> None:
+        if self._keys:
+            self.set_keymap(self._keys)
+        if self._warm:
+            self.set_timer(WARM_UP_AFTER_S, self._warm_up)
+
+    def _warm_up(self) -> None:
+        """Build the screens of the other modes in the background, one per idle moment.
+
+        Building a screen's widgets the first time (Textual's CSS work) costs far more than its
+        queries; done ahead, switching to a mode only loads data. Uses App._init_mode, the step
+        switch_mode takes before showing a mode; without it (another Textual) nothing is done.
+        """
+        init_mode = getattr(self, "_init_mode", None)
+        stacks = getattr(self, "_screen_stacks", None)
+        if init_mode is None or stacks is None:
+            return
+        pending = [m for m in self.MODES if m not in stacks]
+        if not pending:
+            return
+        init_mode(pending[0])
+        # Its styles were applied as it mounted; without this, showing it would restyle it all
+        # again (Textual refreshes the CSS of a mode's screen whose count is behind the app's).
+        for screen in stacks.get(pending[0], []):
+            screen._css_update_count = getattr(self, "_css_update_count", -1)
+        self.call_after_refresh(self._warm_up)
+
+    # ---- data shared by screens (called from workers) --------------------------------------
+    def runs(self) -> list[RunRef]:
+        """The database's runs, read once (workers only: this queries the store)."""
+        with self._runs_lock:
+            if self._runs is None:
+                self._runs = list_runs(self.store)
+            return self._runs
+
+    def run_ref(self, name: str | None) -> RunRef | None:
+        runs = self.runs()
+        if not runs:
+            return None
+        return next((r for r in runs if r.name == name), runs[0])
+
+    # ---- navigation ----------------------------------------------------------------------------
+    def update_focus(self, **changes: object) -> None:
+        self.focus_state = replace(self.focus_state, **changes)  # type: ignore[arg-type]
+
+    def on_step_chosen(self, message: StepChosen) -> None:
+        self.update_focus(run=message.run, rank=message.rank, step=message.step)
+        self.switch_mode("step")
+
+    def on_event_chosen(self, message: EventChosen) -> None:
+        self.update_focus(event_id=message.event_id)
+        self.switch_mode("inspector")
+
+    def action_help(self) -> None:
+        scope = getattr(self.screen, "SCOPE", "app")
+        self.push_screen(HelpScreen(scope))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Palette entries from the keymap ("namespace: verb"), then Textual's own."""
+        scope = getattr(screen, "SCOPE", None)
+        for spec in keymap.KEYMAP["app"]:
+            yield SystemCommand(spec.command, spec.description, partial(self._palette, spec, None))
+        if scope in keymap.KEYMAP:
+            for spec in keymap.KEYMAP[scope]:
+                yield SystemCommand(
+                    spec.command, spec.description, partial(self._palette, spec, screen)
+                )
+        yield from (c for c in super().get_system_commands(screen) if c.title != "Quit")
+
+    def _palette(self, spec: keymap.KeySpec, screen: Screen | None) -> None:
+        self.call_later(self.run_action, spec.action, screen)
+
+
+def run_app(db: Path, timeout_s: float = DEFAULT_TIMEOUT_S, keymap_file: Path | None = None) -> int:
+    """Open the explorer on `db` (read-only) until the user quits; the exit code."""
+    keys = keymap.load_keymap(keymap_file) if keymap_file else None
+    store = open_store(db, timeout_s)
+    try:
+        app = TraceExplorer(db, store, timeout_s, keys)
+        app.run()
+        return app.return_code or 0
+    finally:
+        close_store(db)
+
+
+def screen_text(app: App[object]) -> str:
+    """The current screen as plain text (what a terminal of the app's size shows), for docs."""
+    import io
+
+    from rich.console import Console
+
+    width, height = app.size
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        record=True,
+        color_system=None,
+        legacy_windows=False,
+        safe_box=False,
+    )
+    console.print(app.screen._compositor.render_update(full=True))
+    lines = console.export_text(styles=False).splitlines()
+    return "\n".join(line.rstrip() for line in lines[:height])

@@ -1,0 +1,175 @@
+"""Every key binding of the explorer as data: scope → action → key → description.
+
+Screens build their `BINDINGS` from here, the help screen and the docs print it, and the command
+palette offers each entry as "namespace: verb". Users override keys by binding id
+("<scope>.<action name>") with a JSON file: `{"app.console": "f5", "console.run": "ctrl+j"}`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual.binding import Binding, BindingType
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    action: str  # Textual action, run on the screen (or the app for scope "app")
+    key: str  # Textual key string; several keys separated by commas
+    description: str  # shown in the footer and the help screen
+    command: str  # command palette title, "namespace: verb"
+    show: bool = True
+    name: str = ""  # binding id suffix; defaults to the action's name
+
+    @property
+    def binding_name(self) -> str:
+        return self.name or self.action.split("(")[0].removeprefix("app.")
+
+
+KEYMAP: dict[str, tuple[KeySpec, ...]] = {
+    "app": (
+        KeySpec("switch_mode('overview')", "1,f1", "Overview", "screen: overview", name="overview"),
+        KeySpec("switch_mode('step')", "2,f2", "Step", "screen: step", name="step"),
+        KeySpec(
+            "switch_mode('inspector')", "3,f3", "Inspect", "screen: inspector", name="inspector"
+        ),
+        KeySpec("switch_mode('diff')", "4,f4", "Diff", "screen: edge-set diff", name="diff"),
+        KeySpec(
+            "switch_mode('console')", "5,f5", "Console", "screen: query console", name="console"
+        ),
+        KeySpec("help", "question_mark,f9", "Help", "app: help"),
+        KeySpec("quit", "ctrl+q", "Quit", "app: quit", show=False),
+    ),
+    "overview": (
+        KeySpec("open_step", "enter", "Open step", "overview: open step"),
+        KeySpec("next_run", "r", "Next run", "overview: next run"),
+        KeySpec("reload", "ctrl+l", "Reload", "overview: reload", show=False),
+    ),
+    "step": (
+        KeySpec("previous_step", "comma", "Prev step", "step: previous step"),
+        KeySpec("next_step", "full_stop", "Next step", "step: next step"),
+        KeySpec("choose_rank", "r", "Rank", "step: choose rank"),
+        KeySpec("next_edge_set", "e", "Edge set", "step: next edge set"),
+        KeySpec("inspect", "enter", "Inspect", "step: inspect event"),
+        KeySpec("zoom_in", "plus,equals_sign", "Zoom in", "timeline: zoom in", show=False),
+        KeySpec("zoom_out", "minus", "Zoom out", "timeline: zoom out", show=False),
+        KeySpec("pan_left", "left_square_bracket", "Pan left", "timeline: pan left", show=False),
+        KeySpec(
+            "pan_right", "right_square_bracket", "Pan right", "timeline: pan right", show=False
+        ),
+        KeySpec("reset_zoom", "0", "Whole step", "timeline: whole step", show=False),
+    ),
+    "inspector": (
+        KeySpec("follow", "enter", "Follow", "inspector: follow edge"),
+        KeySpec("back", "backspace,b", "Back", "inspector: back"),
+        KeySpec("goto", "g", "Go to", "inspector: go to event"),
+    ),
+    "diff": (
+        KeySpec("compare", "c", "Compare", "diff: compare edge sets"),
+        KeySpec("open_source", "enter", "Open src", "diff: open source event"),
+        KeySpec("open_target", "t", "Open dst", "diff: open destination event"),
+        KeySpec("filter", "f", "Filter", "diff: filter edges"),
+    ),
+    "console": (
+        KeySpec("run_query", "ctrl+r", "Run", "query: run"),
+        KeySpec("interrupt", "escape", "Interrupt", "query: interrupt"),
+        KeySpec("canned", "ctrl+o", "Canned", "query: canned queries"),
+        KeySpec(
+            "history_previous",
+            "ctrl+up,alt+up",
+            "History ↑",
+            "query: previous in history",
+            show=False,
+        ),
+        KeySpec(
+            "history_next", "ctrl+down,alt+down", "History ↓", "query: next in history", show=False
+        ),
+        KeySpec("next_page", "ctrl+n", "Next page", "results: next page"),
+        KeySpec("previous_page", "ctrl+b", "Prev page", "results: previous page", show=False),
+        KeySpec("export_csv", "ctrl+s", "Export CSV", "results: export CSV"),
+        KeySpec(
+            "inspect_row", "ctrl+g", "Inspect row", "results: inspect the row's event", show=False
+        ),
+    ),
+    # the timeline strip's own keys, active while it has focus (on the step screen)
+    "timeline": (
+        KeySpec("zoom_in", "plus,equals_sign", "Zoom in", "timeline: zoom in"),
+        KeySpec("zoom_out", "minus", "Zoom out", "timeline: zoom out"),
+        KeySpec("pan_left", "left,h", "Pan", "timeline: pan left"),
+        KeySpec("pan_right", "right,l", "Pan", "timeline: pan right", show=False),
+        KeySpec("lane_up", "up,k", "Lane", "timeline: lane up"),
+        KeySpec("lane_down", "down,j", "Lane", "timeline: lane down", show=False),
+        KeySpec("reset_zoom", "0", "Whole step", "timeline: whole step"),
+        KeySpec("inspect", "enter", "Inspect", "timeline: inspect event at the cursor"),
+    ),
+}
+
+
+def binding_id(scope: str, spec: KeySpec) -> str:
+    return f"{scope}.{spec.binding_name}"
+
+
+def bindings(scope: str) -> list[BindingType]:
+    """Textual bindings of one scope, each with its id, so that user keymaps can rebind it."""
+    return [
+        Binding(s.key, s.action, s.description, show=s.show, id=binding_id(scope, s))
+        for s in KEYMAP[scope]
+    ]
+
+
+def load_keymap(path: Path) -> dict[str, str]:
+    """User overrides {binding id: keys} from a JSON file; unknown ids are errors."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: a keymap is a JSON object of binding id → keys")
+    known = {binding_id(scope, s) for scope, specs in KEYMAP.items() for s in specs}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ValueError(f"{path}: unknown binding ids {unknown}; known: {sorted(known)}")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def key_label(key: str) -> str:
+    """Keys as a person types them: 'question_mark,f9' → '? / F9'."""
+    names = {
+        "question_mark": "?",
+        "comma": ",",
+        "full_stop": ".",
+        "plus": "+",
+        "minus": "-",
+        "equals_sign": "=",
+        "left_square_bracket": "[",
+        "right_square_bracket": "]",
+        "escape": "Esc",
+        "enter": "Enter",
+        "backspace": "Backspace",
+        "left": "←",
+        "right": "→",
+        "up": "↑",
+        "down": "↓",
+    }
+    modifiers = {"ctrl": "Ctrl", "alt": "Alt", "shift": "Shift"}
+
+    def part(p: str) -> str:
+        if p in modifiers:
+            return modifiers[p]
+        if p[:1] == "f" and p[1:].isdigit():
+            return p.upper()
+        return names.get(p, p)
+
+    return " / ".join("+".join(part(p) for p in k.split("+")) for k in key.split(","))
+
+
+def markdown_table() -> str:
+    """The key bindings as a Markdown table (docs/tui.md)."""
+    lines = ["| screen | key | action | palette command |", "|---|---|---|---|"]
+    where = {"app": "everywhere", "timeline": "step, timeline focused"}
+    for scope, specs in KEYMAP.items():
+        for s in specs:
+            lines.append(
+                f"| {where.get(scope, scope)} | `{key_label(s.key)}` | {s.description} "
+                f"| {s.command} |"
+            )
+    return "\n".join(lines)

@@ -1,0 +1,210 @@
+"""Edge-set diff: pick two edge sets of the run; counts by rank and type, the differing edges
+(filterable by type and rank, each opening in the inspector) and the Chakra view."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from textual import work
+from textual.app import ComposeResult
+from textual.containers import Horizontal, VerticalScroll
+from textual.widgets import (
+    Button,
+    DataTable,
+    Footer,
+    Header,
+    Input,
+    Label,
+    Select,
+    Static,
+    TabbedContent,
+    TabPane,
+)
+from textual.worker import get_current_worker
+
+from tracegraph.queries.diff import chakra_view, diff_edge_sets
+from tracegraph.queries.step import edge_set_names
+
+from .. import keymap
+from ..messages import DiffComputed, EdgeSetsListed, EventChosen, QueryFailed
+from ..widgets.format import cell, duration
+from ..widgets.paged_table import PagedTable
+from .base import ExplorerScreen
+
+EDGE_COLUMNS = [
+    "change",
+    "type",
+    "rank",
+    "src_name",
+    "src_boundary",
+    "dst_name",
+    "dst_boundary",
+    "a_weight_ns",
+    "b_weight_ns",
+    "reason",
+]
+EDGE_HEADERS = ["change", "type", "rank", "from", "at", "to", "at", "A ns", "B ns", "reason"]
+ALL = "all types"
+
+
+class DiffScreen(ExplorerScreen):
+    SCOPE = "diff"
+    BINDINGS = keymap.bindings("diff")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.run_name: str | None = None
+        self.listed = False
+        self.edges: pa.Table | None = None  # the differing edges of the last diff
+        self.shown_edges: pa.Table | None = None  # after the filters
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        with Horizontal(id="diff-pick"):
+            yield Label("A", classes="pick-label")
+            yield Select[str]([], id="set-a", prompt="edge set A")
+            yield Label("B", classes="pick-label")
+            yield Select[str]([], id="set-b", prompt="edge set B")
+            yield Button("Compare", id="compare", variant="primary")
+        yield Static("loading edge sets…", id="diff-note", classes="status")
+        with TabbedContent(id="diff-tabs"):
+            with TabPane("Counts", id="tab-counts"):
+                with VerticalScroll():
+                    yield DataTable(id="counts", zebra_stripes=True)
+                    yield Label("critical path length per rank", classes="section")
+                    yield DataTable(id="lengths", zebra_stripes=True)
+            with TabPane("Edges", id="tab-edges"):
+                with Horizontal(id="edge-filters"):
+                    yield Select[str]([], id="type-filter", prompt=ALL)
+                    yield Input(placeholder="rank (all)", id="rank-filter", type="integer")
+                yield PagedTable(id="edges", page_size=200)
+            with TabPane("Chakra", id="tab-chakra"):
+                yield Label("sync edges: whole graph vs on the critical path", classes="section")
+                yield DataTable(id="chakra", zebra_stripes=True)
+        yield Footer()
+
+    def sync(self) -> None:
+        run = self.explorer.focus_state.run
+        if not self.listed or (run and run != self.run_name):
+            self.list_edge_sets(run)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="diff-list")
+    def list_edge_sets(self, run_name: str | None) -> None:
+        try:
+            run = self.explorer.run_ref(run_name)
+            names = edge_set_names(self.explorer.store, run.name) if run else []
+        except Exception as exc:  # noqa: BLE001 - shown in a dialog
+            self.post_message(QueryFailed("the edge sets", str(exc)))
+            return
+        self.post_message(EdgeSetsListed(run.name if run else "", names))
+
+    def on_edge_sets_listed(self, message: EdgeSetsListed) -> None:
+        self.listed, self.run_name = True, message.run
+        names = message.names
+        options = [(n, n) for n in names]
+        set_a, set_b = self.query_one("#set-a", Select), self.query_one("#set-b", Select)
+        set_a.set_options(options)
+        set_b.set_options(options)
+        note = self.query_one("#diff-note", Static)
+        if len(names) < 2:
+            which = "no edge sets" if not names else f"only one edge set ({names[0]})"
+            note.update(
+                f"Run '{message.run}' has {which}: build two with `tracegraph edges DB --hta SPEC`"
+                " (e.g. two HTA versions) to compare them."
+            )
+            return
+        set_a.value, set_b.value = names[0], names[1]
+        note.update(f"{len(names)} edge sets in run '{message.run}': choose A and B, press c.")
+
+    # ---- compare ---------------------------------------------------------------------------
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "compare":
+            self.action_compare()
+
+    def action_compare(self) -> None:
+        a, b = self.query_one("#set-a", Select).value, self.query_one("#set-b", Select).value
+        if not isinstance(a, str) or not isinstance(b, str):
+            self.notify("choose two edge sets first", severity="warning")
+            return
+        self.query_one("#diff-note", Static).update(f"comparing {a} and {b}…")
+        self.compare(a, b, self.run_name)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="diff")
+    def compare(self, a: str, b: str, run: str | None) -> None:
+        started = time.perf_counter()
+        try:
+            diff = diff_edge_sets(self.explorer.store, a, b, run=run or None)
+            chakra = chakra_view(self.explorer.store, diff.run, [a, b])
+        except Exception as exc:  # noqa: BLE001 - shown in a dialog
+            self.post_message(QueryFailed(f"the diff of {a} and {b}", str(exc)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(DiffComputed(diff, chakra, time.perf_counter() - started))
+
+    def on_diff_computed(self, message: DiffComputed) -> None:
+        diff = message.diff
+        self.edges = diff.edges
+        _fill(self.query_one("#counts", DataTable), diff.counts)
+        _fill(self.query_one("#lengths", DataTable), diff.path_lengths)
+        _fill(self.query_one("#chakra", DataTable), message.chakra)
+        types = sorted(set(diff.edges["type"].to_pylist()))
+        self.query_one("#type-filter", Select).set_options([(t, t) for t in types])
+        self.query_one("#diff-note", Static).update(
+            f"A = [b]{diff.a}[/b], B = [b]{diff.b}[/b] · {diff.edges.num_rows:,} differing edges"
+            f" · {duration(message.elapsed_s)}"
+        )
+        self._apply_filters()
+
+    # ---- filters and navigation ----------------------------------------------------------------
+    def on_select_changed(self, event: Select.Changed) -> None:
+        if event.select.id == "type-filter":
+            self._apply_filters()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "rank-filter":
+            self._apply_filters()
+
+    def _apply_filters(self) -> None:
+        if self.edges is None:
+            return
+        edges = self.edges
+        kind = self.query_one("#type-filter", Select).value
+        if isinstance(kind, str):
+            edges = edges.filter(pc.equal(edges["type"], kind))
+        rank = self.query_one("#rank-filter", Input).value.strip()
+        if rank.lstrip("-").isdigit():
+            edges = edges.filter(pc.equal(edges["rank"], int(rank)))
+        self.shown_edges = edges
+        self.query_one("#edges", PagedTable).show(edges.select(EDGE_COLUMNS), EDGE_HEADERS)
+
+    def action_filter(self) -> None:
+        self.query_one(TabbedContent).active = "tab-edges"
+        self.query_one("#type-filter", Select).focus()
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "edges":
+            event.stop()
+            self._open("src")
+
+    def action_open_source(self) -> None:
+        self._open("src")
+
+    def action_open_target(self) -> None:
+        self._open("dst")
+
+    def _open(self, side: str) -> None:
+        table = self.query_one("#edges", PagedTable)
+        index = table.row_index()
+        if self.shown_edges is None or index is None:
+            self.notify("no differing edge selected (Edges tab)")
+            return
+        self.post_message(EventChosen(int(self.shown_edges[side][index].as_py())))
+
+
+def _fill(table: DataTable, data: pa.Table) -> None:
+    table.clear(columns=True)
+    table.add_columns(*data.column_names)
+    columns = [[cell(v) for v in data.column(i).to_pylist()] for i in range(data.num_columns)]
+    table.add_rows(list(zip(*columns, strict=True)))

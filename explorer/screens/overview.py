@@ -1,0 +1,204 @@
+"""Overview: the runs, and per rank and step the step time; stragglers and the spread per step."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.worker import get_current_worker
+
+from tracegraph.queries.overview import gpu_busy, run_overview
+from tracegraph.queries.step import edge_set_names
+
+from .. import keymap
+from ..messages import GpuBusyLoaded, OverviewLoaded, QueryFailed, RanksListed, StepChosen
+from ..widgets.format import duration, ms, percent, sparkline
+from .base import ExplorerScreen
+
+
+class OverviewScreen(ExplorerScreen):
+    SCOPE = "overview"
+    BINDINGS = keymap.bindings("overview")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.run_name: str | None = None
+        self.loaded: OverviewLoaded | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("loading…", id="run-line", classes="status")
+        yield Label("Steps across ranks: spread = (max − min) / median", classes="section")
+        yield DataTable(id="steps", cursor_type="row", zebra_stripes=True)
+        yield Label("Step time per rank (ms), slowest per step in red", classes="section")
+        yield DataTable(id="ranks", cursor_type="cell", zebra_stripes=True)
+        yield Footer()
+
+    def sync(self) -> None:
+        wanted = self.explorer.focus_state.run
+        if self.loaded is None or (wanted and wanted != self.run_name):
+            self.load(wanted)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="overview")
+    def load(self, run_name: str | None) -> None:
+        """Runs, step times and edge sets, then GPU busy shares (two messages)."""
+        started = time.perf_counter()
+        try:
+            runs = self.explorer.runs()
+            run = self.explorer.run_ref(run_name)
+            if run is None:
+                self.post_message(QueryFailed("the overview", "the database holds no runs"))
+                return
+            self.post_message(RanksListed(run, runs))
+            overview = run_overview(self.explorer.store, run)
+            edge_sets = edge_set_names(self.explorer.store, run.name)
+        except Exception as exc:  # noqa: BLE001 - shown in a dialog, the app stays up
+            self.post_message(QueryFailed("the overview", str(exc)))
+            return
+        if get_current_worker().is_cancelled:
+            return
+        self.post_message(OverviewLoaded(overview, runs, edge_sets, time.perf_counter() - started))
+        started = time.perf_counter()
+        try:
+            busy = gpu_busy(self.explorer.store, run, overview.step_times)
+        except Exception as exc:  # noqa: BLE001
+            self.post_message(QueryFailed("GPU busy time", str(exc)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(GpuBusyLoaded(run.name, busy, time.perf_counter() - started))
+
+    def on_ranks_listed(self, message: RanksListed) -> None:
+        if self.loaded is not None and self.loaded.overview.run == message.run:
+            return
+        run = message.run
+        self.query_one("#run-line", Static).update(
+            f"run [b]{run.name}[/b] · {len(run.ranks)} rank(s) of world {run.world_size}"
+            f" · {run.events:,} events · loading step times…"
+        )
+        table = self.query_one("#ranks", DataTable)
+        table.clear(columns=True)
+        table.add_column("rank", key="rank")
+        table.add_column("step times", key="pending")
+        for rank in run.ranks:
+            table.add_row(str(rank), "…", key=str(rank))
+
+    def on_overview_loaded(self, message: OverviewLoaded) -> None:
+        self.loaded = message
+        ov = message.overview
+        self.run_name = ov.run.name
+        if self.explorer.focus_state.run is None:
+            self.explorer.update_focus(run=ov.run.name)
+        sets = ", ".join(message.edge_sets) or "none"
+        others = (
+            f" · run {message.runs.index(ov.run) + 1} of {len(message.runs)} (r: next)"
+            if (len(message.runs) > 1)
+            else ""
+        )
+        self.query_one("#run-line", Static).update(
+            f"run [b]{ov.run.name}[/b] · {len(ov.run.ranks)} rank(s) of world {ov.run.world_size}"
+            f" · {ov.run.events:,} events · {ov.steps.num_rows} step(s) · edge sets: {sets}"
+            f"{others} · {duration(message.elapsed_s)}"
+        )
+        self._fill_steps(ov.steps)
+        self._fill_ranks(ov.step_times, ov.steps)
+
+    def _fill_steps(self, steps: pa.Table) -> None:
+        table = self.query_one("#steps", DataTable)
+        table.clear(columns=True)
+        table.add_columns(
+            "step", "ranks", "min ms", "median ms", "max ms", "spread", "slowest", "distribution"
+        )
+        for row in steps.to_pylist():
+            table.add_row(
+                row["name"],
+                str(row["ranks"]),
+                ms(row["min_ns"]),
+                ms(row["median_ns"]),
+                Text(ms(row["max_ns"]), style="bold red"),
+                percent(row["spread"]),
+                Text(f"rank {row['slowest_rank']}", style="bold red"),
+                sparkline(row["histogram"]),
+                key=str(row["step"]),
+            )
+
+    def _fill_ranks(self, times: pa.Table, steps: pa.Table) -> None:
+        table = self.query_one("#ranks", DataTable)
+        table.clear(columns=True)
+        step_rows = steps.to_pylist()
+        table.add_column("rank", key="rank")
+        for s in step_rows:
+            table.add_column(s["name"].replace("ProfilerStep", "step"), key=f"step{s['step']}")
+        table.add_column("mean ms", key="mean")
+        table.add_column("GPU busy", key="busy")
+        slowest = {s["step"]: s["slowest_rank"] for s in step_rows}
+        fastest = {s["step"]: s["fastest_rank"] for s in step_rows}
+        by_rank: dict[int, dict[int, int]] = {}
+        for r in times.to_pylist():
+            by_rank.setdefault(r["rank"], {})[r["step"]] = r["dur"]
+        for rank, durs in sorted(by_rank.items()):
+            cells: list[str | Text] = [str(rank)]
+            for s in step_rows:
+                value = ms(durs.get(s["step"]))
+                style = (
+                    "bold red"
+                    if slowest[s["step"]] == rank
+                    else "green"
+                    if fastest[s["step"]] == rank
+                    else ""
+                )
+                cells.append(Text(value, style=style))
+            cells.append(ms(sum(durs.values()) / max(1, len(durs))))
+            cells.append("…")
+            table.add_row(*cells, key=str(rank))
+
+    def on_gpu_busy_loaded(self, message: GpuBusyLoaded) -> None:
+        if message.run != self.run_name:
+            return
+        table = self.query_one("#ranks", DataTable)
+        per_rank: dict[int, list[int]] = {}
+        assert self.loaded is not None
+        times = self.loaded.overview.step_times.to_pylist()
+        durs = {(r["rank"], r["step"]): r["dur"] for r in times}
+        for r in message.busy.to_pylist():
+            acc = per_rank.setdefault(r["rank"], [0, 0])
+            acc[0] += r["busy_ns"]
+            acc[1] += durs.get((r["rank"], r["step"]), 0)
+        for rank, (busy, total) in per_rank.items():
+            if str(rank) in table.rows:
+                table.update_cell(str(rank), "busy", percent(busy / total if total else None))
+
+    # ---- navigation ----------------------------------------------------------------------------
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "steps" and self.loaded is not None:
+            step = int(str(event.row_key.value))
+            steps = self.loaded.overview.steps.to_pylist()
+            slowest = next(s["slowest_rank"] for s in steps if s["step"] == step)
+            self.post_message(StepChosen(self.loaded.overview.run.name, slowest, step))
+
+    def on_data_table_cell_selected(self, event: DataTable.CellSelected) -> None:
+        if event.data_table.id == "ranks" and self.loaded is not None:
+            column = str(event.cell_key.column_key.value)
+            step = int(column[4:]) if column.startswith("step") else None
+            rank = int(str(event.cell_key.row_key.value))
+            self.post_message(StepChosen(self.loaded.overview.run.name, rank, step))
+
+    def action_open_step(self) -> None:
+        focused = self.focused
+        if isinstance(focused, DataTable):
+            focused.action_select_cursor()
+
+    def action_next_run(self) -> None:
+        if self.loaded is None or len(self.loaded.runs) < 2:
+            self.notify("this database holds one run")
+            return
+        names = [r.name for r in self.loaded.runs]
+        following = names[(names.index(self.run_name or names[0]) + 1) % len(names)]
+        self.explorer.update_focus(run=following, rank=None, step=None)
+        self.load(following)
+
+    def action_reload(self) -> None:
+        self.load(self.run_name)

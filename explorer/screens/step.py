@@ -1,0 +1,266 @@
+"""Step: one rank's step — the critical path of an edge set in order, and a text timeline."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from textual import work
+from textual.app import ComposeResult
+from textual.widgets import Footer, Header, Static
+from textual.worker import get_current_worker
+
+from tracegraph.queries.step import (
+    CriticalPath,
+    StepWindow,
+    critical_path,
+    edge_set_names,
+    step_windows,
+)
+from tracegraph.queries.timeline import rank_timeline
+
+from .. import keymap
+from ..messages import (
+    CriticalPathLoaded,
+    EventChosen,
+    QueryFailed,
+    StepsListed,
+    TimelineLoaded,
+)
+from ..widgets.format import ms, percent, us
+from ..widgets.paged_table import PagedTable
+from ..widgets.timeline import TimelineStrip
+from .base import ExplorerScreen
+from .dialogs import PromptDialog
+
+NAME_WIDTH = 32  # event names in the path list, so that "to" stays on screen at 100 columns
+NO_EDGE_SET = (
+    "No edge set in run '{run}', so no critical path: build one with "
+    "`tracegraph edges DB --hta HolisticTraceAnalysis==0.5.0` (or --native)."
+)
+
+
+class StepScreen(ExplorerScreen):
+    SCOPE = "step"
+    BINDINGS = keymap.bindings("step")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.shown: tuple[str | None, int | None] = (None, None)  # (run, rank) listed
+        self.windows: list[StepWindow] = []
+        self.edge_sets: list[str] = []
+        self.window: StepWindow | None = None
+        self.path: CriticalPath | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("loading…", id="step-line", classes="status")
+        yield Static("", id="path-note", classes="note")
+        yield PagedTable(id="path", page_size=200)
+        yield TimelineStrip(id="timeline")
+        yield Footer()
+
+    def sync(self) -> None:
+        focus = self.explorer.focus_state
+        if self.window is None or (focus.run, focus.rank) != self.shown:
+            self.list_steps(focus.run, focus.rank, focus.step)
+        elif focus.step is not None and focus.step != self.window.step:
+            self._choose(focus.step)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="step-list")
+    def list_steps(self, run_name: str | None, rank: int | None, step: int | None) -> None:
+        try:
+            run = self.explorer.run_ref(run_name)
+            if run is None or not run.ranks:
+                self.post_message(QueryFailed("the step", "the database holds no ranks"))
+                return
+            rank = rank if rank in run.ranks else run.ranks[0]
+            windows = step_windows(self.explorer.store, run, rank)
+            edge_sets = edge_set_names(self.explorer.store, run.name)
+        except Exception as exc:  # noqa: BLE001 - shown in a dialog
+            self.post_message(QueryFailed("the steps", str(exc)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(StepsListed(windows, edge_sets))
+
+    def on_steps_listed(self, message: StepsListed) -> None:
+        self.windows, self.edge_sets = message.windows, message.edge_sets
+        if not self.windows:
+            self.query_one("#step-line", Static).update("this rank has no events")
+            return
+        first = self.windows[0]
+        self.shown = (first.run, first.rank)
+        focus = self.explorer.focus_state
+        if focus.edge_set not in self.edge_sets:
+            self.explorer.update_focus(edge_set=self.edge_sets[0] if self.edge_sets else None)
+        self.explorer.update_focus(run=first.run, rank=first.rank)
+        self._choose(focus.step)
+
+    def _choose(self, step: int | None) -> None:
+        window = next((w for w in self.windows if w.step == step), self.windows[0])
+        self.window = window
+        self.explorer.update_focus(step=window.step)
+        self._describe()
+        self.query_one("#path-note", Static).update("loading…")
+        self.load_step(window, self.explorer.focus_state.edge_set)
+
+    def _describe(self) -> None:
+        w = self.window
+        if w is None:
+            return
+        at = self.windows.index(w) + 1
+        edge_set = self.explorer.focus_state.edge_set or "none"
+        self.query_one("#step-line", Static).update(
+            f"run [b]{w.run}[/b] · rank [b]{w.rank}[/b] · [b]{w.name}[/b]"
+            f" ({at}/{len(self.windows)}) · {ms(w.dur)} ms · edge set [b]{edge_set}[/b]"
+        )
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="step")
+    def load_step(self, window: StepWindow, edge_set: str | None) -> None:
+        """The critical path (when an edge set exists), then the timeline marked with it."""
+        store = self.explorer.store
+        try:
+            path = critical_path(store, window, edge_set) if edge_set else None
+            if get_current_worker().is_cancelled:
+                return
+            self.post_message(CriticalPathLoaded(path, window))
+            marks: set[int] = set()
+            if path is not None:
+                marks = set(path.edges["src_id"].to_pylist())
+                marks |= set(path.edges["dst_id"].to_pylist())
+            timeline = rank_timeline(
+                store, window.run_idx, window.rank, window.ts, window.end, frozenset(marks)
+            )
+        except Exception as exc:  # noqa: BLE001 - shown in a dialog
+            self.post_message(QueryFailed("the step", str(exc)))
+            return
+        if not get_current_worker().is_cancelled:
+            self.post_message(TimelineLoaded(timeline, window))
+
+    def on_critical_path_loaded(self, message: CriticalPathLoaded) -> None:
+        if message.window != self.window:
+            return
+        self.path = message.path
+        note = self.query_one("#path-note", Static)
+        table = self.query_one("#path", PagedTable)
+        if message.path is None:
+            note.update(NO_EDGE_SET.format(run=message.window.run))
+            table.show(pa.table({"critical path": pa.array([], pa.string())}))
+            return
+        edges = message.path.edges
+        if edges.num_rows == 0:
+            note.update(
+                f"No critical-path edges of {message.path.edge_set} in this step: its analysis "
+                "window may be another step (see `tracegraph info`)."
+            )
+        else:
+            note.update(
+                f"critical path of [b]{message.path.edge_set}[/b]: {edges.num_rows} edges, "
+                f"{ms(message.path.length_ns)} ms = "
+                f"{percent(message.path.length_ns / (message.window.dur or 1))} of the step"
+            )
+        table.show(_path_rows(edges), ["#", "type", "µs", "share", "from", "to"])
+
+    def on_timeline_loaded(self, message: TimelineLoaded) -> None:
+        if message.window == self.window:
+            self.query_one(TimelineStrip).show(message.timeline)
+
+    # ---- actions -------------------------------------------------------------------------------
+    def action_previous_step(self) -> None:
+        self._move(-1)
+
+    def action_next_step(self) -> None:
+        self._move(1)
+
+    def _move(self, delta: int) -> None:
+        if self.window is None:
+            return
+        at = self.windows.index(self.window) + delta
+        if 0 <= at < len(self.windows):
+            self._choose(self.windows[at].step)
+
+    def action_next_edge_set(self) -> None:
+        if not self.edge_sets:
+            self.notify("this run has no edge sets")
+            return
+        current = self.explorer.focus_state.edge_set
+        at = self.edge_sets.index(current) + 1 if current in self.edge_sets else 0
+        self.explorer.update_focus(edge_set=self.edge_sets[at % len(self.edge_sets)])
+        if self.window is not None:
+            self._choose(self.window.step)
+
+    def action_choose_rank(self) -> None:
+        def chosen(value: str | None) -> None:
+            if value is None:
+                return
+            if not value.strip().isdigit():
+                self.notify(f"not a rank: {value!r}", severity="error")
+                return
+            self.explorer.update_focus(rank=int(value))
+            step = self.window.step if self.window else None
+            self.list_steps(self.explorer.focus_state.run, int(value), step)
+
+        current = "" if self.window is None else str(self.window.rank)
+        self.app.push_screen(PromptDialog("Show rank", current, "a rank number"), chosen)
+
+    def action_inspect(self) -> None:
+        focused = self.focused
+        if isinstance(focused, TimelineStrip):
+            focused.action_inspect()
+            return
+        self._inspect_path_row()
+
+    def on_data_table_row_selected(self, event: PagedTable.RowSelected) -> None:
+        event.stop()
+        self._inspect_path_row()
+
+    def _inspect_path_row(self) -> None:
+        table = self.query_one("#path", PagedTable)
+        index = table.row_index()
+        if self.path is None or index is None or index >= self.path.edges.num_rows:
+            return
+        self.post_message(EventChosen(int(self.path.edges["src_id"][index].as_py())))
+
+    def action_zoom_in(self) -> None:
+        self.query_one(TimelineStrip).action_zoom_in()
+
+    def action_zoom_out(self) -> None:
+        self.query_one(TimelineStrip).action_zoom_out()
+
+    def action_pan_left(self) -> None:
+        self.query_one(TimelineStrip).action_pan_left()
+
+    def action_pan_right(self) -> None:
+        self.query_one(TimelineStrip).action_pan_right()
+
+    def action_reset_zoom(self) -> None:
+        self.query_one(TimelineStrip).action_reset_zoom()
+
+
+def _path_rows(edges: pa.Table) -> pa.Table:
+    """Display columns of the critical-path edges (same row order as `edges`)."""
+    rows = edges.to_pylist()
+
+    def end(r: dict[str, object], side: str) -> str:
+        name = str(r[f"{side}_name"])
+        name = name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…"
+        return f"{str(r[f'{side}_label'])[0]} {name} ({r[f'{side}_boundary']})"
+
+    return pa.table(
+        {
+            "order": [r["path_order"] for r in rows],
+            "type": [r["type"] for r in rows],
+            "weight": [us(r["weight_ns"]) for r in rows],
+            "share": [percent(r["share"]) for r in rows],
+            "from": [end(r, "src") for r in rows],
+            "to": [end(r, "dst") for r in rows],
+        },
+        schema=pa.schema(
+            [
+                ("order", pa.int64()),
+                ("type", pa.string()),
+                ("weight", pa.string()),
+                ("share", pa.string()),
+                ("from", pa.string()),
+                ("to", pa.string()),
+            ]
+        ),
+    )

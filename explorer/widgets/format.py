@@ -1,0 +1,45 @@
+"""Display formatting of values for tables and status lines (display strings never go back)."""
+
+from __future__ import annotations
+
+import math
+
+SPARK = "▁▂▃▄▅▆▇█"
+MAX_CELL = 60
+
+
+def ms(ns: int | float | None, digits: int = 2) -> str:
+    return "" if ns is None else f"{ns / 1e6:,.{digits}f}"
+
+
+def us(ns: int | float | None) -> str:
+    return "" if ns is None else f"{ns / 1e3:,.1f}"
+
+
+def percent(share: float | None) -> str:
+    return "" if share is None or math.isnan(share) else f"{share * 100:.1f}%"
+
+
+def sparkline(counts: list[int]) -> str:
+    """Counts as a row of block characters, highest = full block."""
+    top = max(counts) if counts else 0
+    if not top:
+        return ""
+    return "".join(
+        SPARK[min(len(SPARK) - 1, round(c / top * (len(SPARK) - 1)))] if c else " " for c in counts
+    )
+
+
+def cell(value: object) -> str:
+    """A result value as a table cell: floats rounded, long text cut."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.3f}"
+    text = str(value)
+    text = text.replace("\n", " ")
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 1] + "…"
+
+
+def duration(seconds: float) -> str:
+    return f"{seconds * 1000:,.0f} ms" if seconds < 10 else f"{seconds:,.1f} s"
