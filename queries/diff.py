@@ -126,8 +126,7 @@ def _differing(joined: pa.Table) -> pa.Table:
         *CHANGES,
     )
     rows = joined.append_column("change", change).filter(pc.is_valid(change))
-    reasons = [_reason(r) for r in rows.to_pylist()]
-    rows = rows.append_column("reason", pa.array(reasons, pa.string()))
+    rows = rows.append_column("reason", _reasons(rows))
     # structural changes first, then flags that moved with the path
     priority = pc.index_in(rows["change"], pa.array(CHANGES))
     rows = rows.append_column("priority", priority)
@@ -140,27 +139,51 @@ def _differing(joined: pa.Table) -> pa.Table:
     return rows.sort_by(order).drop_columns(["priority"])
 
 
-def _reason(edge: dict[str, object]) -> str:
-    """Why an edge differs, where the data shows it."""
-    kind, change = edge["type"], edge["change"]
-    src_end = int(edge["src_ts"] or 0) + int(edge["src_dur"] or 0)
-    if kind == "kernel_kernel_delay" and change in ("only in A", "only in B"):
-        gap = int(edge["dst_ts"] or 0) - src_end
-        side = "≥" if gap >= KERNEL_GAP_CUTOFF_NS else "<"
-        return f"kernel→kernel gap {gap / 1e6:.2f} ms {side} 1.5 ms"
-    names = {edge["src_name"], edge["dst_name"]}
-    if edge["src_label"] == edge["dst_label"] == "Runtime" and names & set(RUNTIME_LOCK_CALLS):
-        if change == "weight changed":
-            return "runtime call span weighted in full (CUDA runtime-lock pass)"
-        return "edge between CUDA runtime calls (CUDA runtime-lock pass)"
-    if edge["src_tid"] != edge["dst_tid"] and "Kernel" not in (
-        edge["src_label"],
-        edge["dst_label"],
-    ):
-        return f"crosses threads {edge['src_tid']}→{edge['dst_tid']} (backward-thread merge)"
-    if change == "critical path changed":
-        return "same edge; the critical path moved"
-    return ""
+def _reasons(rows: pa.Table) -> pa.Array:
+    """Why each edge differs, where the data shows it (array passes; text only where needed)."""
+    change = rows["change"].to_numpy(zero_copy_only=False)
+    kind = rows["type"].to_numpy(zero_copy_only=False)
+    structural = (change == "only in A") | (change == "only in B")
+    kernel_gap = structural & (kind == "kernel_kernel_delay")
+    both_runtime = pc.and_(
+        pc.equal(rows["src_label"], "Runtime"), pc.equal(rows["dst_label"], "Runtime")
+    )
+    lock_call = pc.or_(
+        pc.is_in(rows["src_name"], pa.array(RUNTIME_LOCK_CALLS)),
+        pc.is_in(rows["dst_name"], pa.array(RUNTIME_LOCK_CALLS)),
+    )
+    runtime_lock = pc.fill_null(pc.and_(both_runtime, lock_call), False).to_numpy(
+        zero_copy_only=False
+    )
+    on_gpu = pc.or_(pc.equal(rows["src_label"], "Kernel"), pc.equal(rows["dst_label"], "Kernel"))
+    cross_thread = pc.fill_null(
+        pc.and_(pc.not_equal(rows["src_tid"], rows["dst_tid"]), pc.invert(on_gpu)), False
+    ).to_numpy(zero_copy_only=False)
+    reason = np.select(
+        [
+            kernel_gap,
+            runtime_lock & (change == "weight changed"),
+            runtime_lock,
+            cross_thread,
+            change == "critical path changed",
+        ],
+        [
+            "",
+            "runtime call span weighted in full (CUDA runtime-lock pass)",
+            "edge between CUDA runtime calls (CUDA runtime-lock pass)",
+            "crosses threads (backward-thread merge)",
+            "same edge; the critical path moved",
+        ],
+        default="",
+    ).astype(object)
+    gaps = np.flatnonzero(kernel_gap)
+    if gaps.size:
+        src_end = pc.add(rows["src_ts"], pc.fill_null(rows["src_dur"], 0)).to_numpy()
+        gap_ns = rows["dst_ts"].to_numpy() - src_end
+        for i in gaps:  # few: only the kernel→kernel edges one version has and the other lacks
+            side = "≥" if gap_ns[i] >= KERNEL_GAP_CUTOFF_NS else "<"
+            reason[i] = f"kernel→kernel gap {gap_ns[i] / 1e6:.2f} ms {side} 1.5 ms"
+    return pa.array(reason, pa.string())
 
 
 def _counts(joined: pa.Table) -> pa.Table:
