@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 from . import collectives, link, nodes, schema, syncs
 from .errors import IngestError, TraceFormatError
 from .parse import ParseOptions, RankTrace, parse_file
+from .steps import step_rows
 from .store import KUZU_VERSION, GraphStore, write_transaction
 
 TOOL_VERSION = "0.1.0"
@@ -158,6 +159,7 @@ def _load(
     edge_counts: dict[str, int] = {}
     summaries: list[RankSummary] = []
     parts: list[pa.Table] = []
+    steps: list[pa.Table] = []
     rank_rows: list[dict[str, object]] = []
     batch = _Batch(store)
     world_size = 0
@@ -175,6 +177,7 @@ def _load(
         for label, edges in edge_tables.items():
             edge_counts[label] = edge_counts.get(label, 0) + edges.num_rows
         parts.append(collectives.participants(events))
+        steps.append(step_rows(events, trace.rank, run, run_idx))
         counts = {label: t.num_rows for label, t in node_tables.items()}
         counts["cuda_sync"] = pc.sum(pc.equal(events["label"], "sync")).as_py() or 0
         summaries.append(RankSummary(trace.rank, trace.file, counts))
@@ -187,6 +190,7 @@ def _load(
         "PART_OF", part_of.append_column("to_label", to_collective)
     )
     store.copy("Rank", schema.conform(pa.Table.from_pylist(rank_rows), schema.RANK))
+    store.copy("Step", schema.conform(pa.concat_tables(steps), schema.STEP))
     world_size = world_size or len(summaries)
     run_row = {
         "name": run,

@@ -111,6 +111,20 @@ RANK = NodeTable(
         ("skipped", STR),
     ),
 )
+STEP = NodeTable(
+    "Step",
+    _cols(
+        ("id", I64),  # the ProfilerStep annotation's event id (whole trace: ev_idx MAX_EV)
+        ("run", STR),
+        ("rank", I64),
+        ("step", I64),  # N of ProfilerStep#N; -1: a rank without annotations (whole trace)
+        ("name", STR),
+        ("ts", I64),
+        ("dur", I64),
+        ("gpu_busy_ns", I64),  # union of the rank's GPU activity intervals in the window
+        ("kernel_count", I64),  # activities in the window (the last step starting <= k.ts)
+    ),
+)
 EDGE_SET = NodeTable(
     "EdgeSet",
     _cols(
@@ -152,7 +166,7 @@ DEP = RelTable(
     ),
 )
 
-NODE_TABLES = (RUN, RANK, OP, RUNTIME, KERNEL, COLLECTIVE, EDGE_SET)
+NODE_TABLES = (RUN, RANK, OP, RUNTIME, KERNEL, COLLECTIVE, STEP, EDGE_SET)
 REL_TABLES = (CALLS, LAUNCHES, NEXT_ON_STREAM, SYNCS, PART_OF, DEP)
 NODE_BY_LABEL = {t.label: t for t in NODE_TABLES}
 REL_BY_LABEL = {t.label: t for t in REL_TABLES}

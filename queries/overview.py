@@ -17,12 +17,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest import schema
+from tracegraph.ingest.steps import STEP_PREFIX, WHOLE_TRACE, busy_in_windows
 from tracegraph.ingest.store import GraphStore
 
 from .runs import EVENT_LABELS, RunRef, id_filter
-
-STEP_PREFIX = "ProfilerStep#"
-WHOLE_TRACE = -1
 
 STEP_SCHEMA = pa.schema(
     [
@@ -38,17 +37,9 @@ STEP_SCHEMA = pa.schema(
 
 # The summary table these functions read when it exists (see the module docstring).
 STEP_TABLE = "Step"
-STEP_TABLE_COLUMNS = (
-    ("id", "INT64"),  # primary key: the ProfilerStep annotation's event id
-    ("run", "STRING"),
-    ("rank", "INT64"),
-    ("step", "INT64"),  # N of ProfilerStep#N; -1 for a rank without annotations (whole trace)
-    ("name", "STRING"),
-    ("ts", "INT64"),
-    ("dur", "INT64"),
-    ("gpu_busy_ns", "INT64"),  # busy_in_windows(): union of kernel intervals in the window
-    ("kernel_count", "INT64"),  # kernels assigned to the window (last step starting <= k.ts)
-)
+STEP_TABLE_COLUMNS = tuple(
+    (c.name, "INT64" if c.type == pa.int64() else "STRING") for c in schema.STEP.columns
+)  # written at ingest (ingest/steps.py)
 
 
 def has_table(store: GraphStore, name: str) -> bool:
@@ -196,62 +187,4 @@ def gpu_busy(store: GraphStore, run: RunRef, times: pa.Table) -> pa.Table:
         f"MATCH (k:Kernel) WHERE {id_filter('k', run.run_idx)} "
         "RETURN k.rank AS rank, k.ts AS ts, k.dur AS dur"
     ).table
-    return busy_in_windows(kernels, times)
-
-
-def busy_in_windows(kernels: pa.Table, times: pa.Table) -> pa.Table:
-    """Union of kernel intervals clipped to each (rank, step) window of `times`."""
-    w_rank, w_step = times["rank"].to_numpy(), times["step"].to_numpy()
-    w_ts = times["ts"].to_numpy()
-    w_end = w_ts + times["dur"].to_numpy()
-    busy = np.zeros(len(w_ts), dtype=np.int64)
-    k_rank = kernels["rank"].to_numpy()
-    k_ts = kernels["ts"].to_numpy()
-    k_end = k_ts + kernels["dur"].to_numpy()
-    order = np.lexsort((w_ts, w_rank))
-    for rank in np.unique(w_rank):
-        windows = order[w_rank[order] == rank]
-        mine = k_rank == rank
-        starts, ends = k_ts[mine], k_end[mine]
-        if len(starts) == 0:
-            continue
-        # each kernel belongs to the last window starting at or before it
-        slot = np.searchsorted(w_ts[windows], starts, side="right") - 1
-        keep = slot >= 0
-        slot, starts, ends = slot[keep], starts[keep], ends[keep]
-        win = windows[slot]
-        starts = np.maximum(starts, w_ts[win])
-        ends = np.minimum(ends, w_end[win])
-        keep = ends > starts
-        busy_by_window = _union_lengths(slot[keep], starts[keep], ends[keep], len(windows))
-        busy[windows] += busy_by_window
-    durs = times["dur"].to_numpy()
-    share = np.divide(busy, durs, out=np.zeros(len(durs)), where=durs > 0)
-    return pa.table(
-        {
-            "rank": pa.array(w_rank, pa.int64()),
-            "step": pa.array(w_step, pa.int64()),
-            "busy_ns": pa.array(busy, pa.int64()),
-            "share": pa.array(share, pa.float64()),
-        }
-    )
-
-
-def _union_lengths(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
-    """Total length of the union of intervals per group (groups 0..n-1)."""
-    out = np.zeros(n, dtype=np.int64)
-    if len(starts) == 0:
-        return out
-    base = starts.min()
-    span = int(ends.max() - base) + 1
-    # one running maximum over all groups: offset each group past the previous one's times
-    offset = group.astype(np.int64) * span
-    s, e = starts - base + offset, ends - base + offset
-    order = np.lexsort((s, group))
-    s, e, g = s[order], e[order], group[order]
-    reach = np.maximum.accumulate(e)
-    prev = np.concatenate(([np.iinfo(np.int64).min], reach[:-1]))
-    prev[np.r_[True, g[1:] != g[:-1]]] = np.iinfo(np.int64).min
-    covered = np.maximum(0, e - np.maximum(s, prev))
-    np.add.at(out, g, covered)
-    return out
+    return busy_in_windows(kernels, times).drop_columns(["kernels"])
