@@ -12,6 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import collectives, link, nodes, schema, syncs
+from .edgesets.native_cache import store_sources
+from .edgesets.native_frame import FrameSource, frame_source
 from .errors import IngestError, TraceFormatError
 from .parse import ParseOptions, RankTrace, parse_file
 from .steps import step_rows
@@ -76,11 +78,24 @@ def ingest(
     files = trace_files(paths)
     report = progress or (lambda stage, done, total: None)
     run = options.run or _default_run_name(files)
+    sources: dict[str, list[FrameSource]] = {}
     with write_transaction(db) as store:
         run_idx = _claim_run(store, run)
         traces = _rank_traces(files, options.parse, report)
-        result = _load(store, traces, run, run_idx, files)
+        result = _load(store, _keep_frame_sources(traces, sources), run, run_idx, files)
+    # The native builder's inputs, cached beside the database once it is committed, so the
+    # first `edges --native` starts from columns instead of decoding the JSON again.
+    for file, file_sources in sources.items():
+        store_sources(db, Path(file), file_sources)
     return result
+
+
+def _keep_frame_sources(
+    traces: Iterable[RankTrace], sources: dict[str, list[FrameSource]]
+) -> Iterator[RankTrace]:
+    for trace in traces:
+        sources.setdefault(trace.file, []).append(frame_source(trace))
+        yield trace
 
 
 def _rank_traces(files: list[Path], options: ParseOptions, report: Progress) -> Iterator[RankTrace]:
