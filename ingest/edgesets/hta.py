@@ -23,7 +23,8 @@ from . import hta_worker
 from .errors import EdgeSetError
 from .hta_env import HtaEnv, Progress, ensure_env, parse_spec
 from .hta_inputs import RankInput, rank_inputs, read_run
-from .hta_load import RankEdges, edge_set_row, rank_edges, replace_edge_set
+from .hta_load import RankEdges, rank_edges, replace_edge_set
+from .records import edge_set_row
 
 WORKER = Path(hta_worker.__file__).resolve()
 
@@ -96,6 +97,7 @@ def build_hta_edge_set(
     row = edge_set_row(
         nodes.run,
         parsed.name,
+        "hta",
         parsed.version,
         _options(env, annotation, instance),
         _window(annotation, instance, ranks),

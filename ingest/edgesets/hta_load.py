@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +12,7 @@ import pyarrow.parquet as pq
 
 from .. import schema
 from ..store import GraphStore, write_transaction
+from . import records
 from .errors import EdgeSetError
 from .hta_inputs import RankInput, RunNodes
 
@@ -99,25 +98,9 @@ def replace_edge_set(
     db: Path, nodes: RunNodes, edge_set_row: dict[str, object], edges: pa.Table
 ) -> int:
     """Delete the run's old edges and node of this edge set and load the new ones, atomically."""
-    lo = int(schema.event_key(nodes.run_idx, 0, 0))
-    hi = lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
     with write_transaction(db) as store:
         _check_run_unchanged(store, nodes)
-        # Labels named: unlabeled, `a.id` would also be EdgeSet's STRING id. Validated integers
-        # inlined: Kuzu types an integer parameter by its value (0 is INT8).
-        sources = ":".join(schema.EVENT_LABELS)
-        store.run(
-            f"MATCH (a:{sources})-[d:DEP]->() WHERE d.edge_set = $name "
-            f"AND a.id >= {lo} AND a.id < {hi} DELETE d RETURN count(*) AS deleted",
-            {"name": edge_set_row["name"]},
-        )
-        store.run(
-            "MATCH (e:EdgeSet) WHERE e.id = $id DELETE e RETURN count(*) AS deleted",
-            {"id": edge_set_row["id"]},
-        )
-        loaded = store.copy_edges("DEP", edges)
-        store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([edge_set_row]), schema.EDGE_SET))
-    return loaded
+        return records.replace_edge_set(store, nodes.run_idx, edge_set_row, edges)
 
 
 def _check_run_unchanged(store: GraphStore, nodes: RunNodes) -> None:
@@ -129,25 +112,3 @@ def _check_run_unchanged(store: GraphStore, nodes: RunNodes) -> None:
     )
     if found != [nodes.run_idx]:
         raise EdgeSetError(f"{store.path}: run '{nodes.run}' changed while HTA ran; try again")
-
-
-def edge_set_row(
-    run: str,
-    name: str,
-    version: str,
-    options: dict[str, object],
-    window: dict[str, object],
-    ranks: dict[str, object],
-) -> dict[str, object]:
-    """The EdgeSet node: JSON text for options, window and per-rank status."""
-    return {
-        "id": f"{run}/{name}",
-        "run": run,
-        "name": name,
-        "producer": "hta",
-        "version": version,
-        "options": json.dumps(options, sort_keys=True),
-        "window": json.dumps(window, sort_keys=True),
-        "ranks": json.dumps(ranks, sort_keys=True),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }

@@ -37,12 +37,12 @@ from .native_report import (
 from .native_sources import pid_ranks, rank_sources
 from .native_store import (
     collective_members,
-    edge_set_row,
     first_of_each_edge,
     replace_edge_sets,
     run_ranks,
 )
 from .native_window import Window
+from .records import edge_set_row
 
 Progress = Callable[[str, int, int], None]
 
@@ -101,6 +101,7 @@ def build_native_edge_set(
     row = edge_set_row(
         run,
         name,
+        "tracegraph",
         TOOL_VERSION,
         {
             **options_json(options),

@@ -14,8 +14,9 @@ from .native_build import RankBuild, WindowResult
 from .native_crossrank import CrossRankPath, PathEdge
 from .native_edges import TYPE_NAMES
 from .native_options import NativeOptions
-from .native_store import edge_set_row, first_of_each_edge, inferred_sync_rows, window_rows
+from .native_store import first_of_each_edge, inferred_sync_rows, window_rows
 from .native_window import Window
+from .records import edge_set_row
 
 TOOL_VERSION = "0.1.0"
 CROSS_RANK_SUFFIX = ":cross-rank"
@@ -207,6 +208,7 @@ def cross_rank_set(
     row = edge_set_row(
         run,
         set_name,
+        "tracegraph",
         TOOL_VERSION,
         {
             **options_json(options),

@@ -9,8 +9,6 @@ it; with several windows per rank the windows' paths follow one another); the Ed
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,8 @@ import pyarrow.compute as pc
 
 from .. import schema
 from ..store import GraphStore, write_transaction
+from . import records
+from .errors import EdgeSetError
 from .native_edges import TYPE_NAMES
 from .native_frame import KIND_KERNEL, KIND_RUNTIME, NODE_LABEL, Frame
 from .native_graph import WindowGraph
@@ -111,27 +111,6 @@ def inferred_sync_rows(frame: Frame, syncs: InferredSyncs, run_idx: int) -> pa.T
     )
 
 
-def edge_set_row(
-    run: str,
-    name: str,
-    version: str,
-    options: dict[str, object],
-    window: dict[str, object],
-    ranks: dict[str, dict[str, object]],
-) -> dict[str, object]:
-    return {
-        "id": f"{run}/{name}",
-        "run": run,
-        "name": name,
-        "producer": "tracegraph",
-        "version": version,
-        "options": json.dumps(options, sort_keys=True),
-        "window": json.dumps(window, sort_keys=True),
-        "ranks": json.dumps(ranks, sort_keys=True),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-
-
 def replace_edge_sets(
     db: Path,
     run_idx: int,
@@ -139,25 +118,13 @@ def replace_edge_sets(
     inferred: pa.Table | None,
 ) -> int:
     """Replace these edge sets of the run (and its inferred SYNCS) in one atomic write."""
-    lo = int(schema.event_key(run_idx, 0, 0))
-    hi = lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
-    sources = ":".join(schema.EVENT_LABELS)
+    lo, hi = records.run_key_range(run_idx)
     loaded = 0
     with write_transaction(db) as store:
         for row, edges in sets:
-            # Validated integers inlined: Kuzu types an integer parameter by its value.
-            store.run(
-                f"MATCH (a:{sources})-[d:DEP]->() WHERE d.edge_set = $name AND a.id >= {lo} "
-                f"AND a.id < {hi} DELETE d RETURN count(*) AS deleted",
-                {"name": row["name"]},
-            )
-            store.run(
-                "MATCH (e:EdgeSet) WHERE e.id = $id DELETE e RETURN count(*) AS deleted",
-                {"id": row["id"]},
-            )
-            loaded += store.copy_edges("DEP", edges)
-            store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
+            loaded += records.replace_edge_set(store, run_idx, row, edges)
         if inferred is not None:
+            # Validated integers inlined: Kuzu types an integer parameter by its value.
             store.run(
                 f"MATCH (a:Kernel)-[s:SYNCS]->() WHERE s.source = 'inferred' AND a.id >= {lo} "
                 f"AND a.id < {hi} DELETE s RETURN count(*) AS deleted"
@@ -173,8 +140,6 @@ def run_ranks(
     """The run (the only one when not named), its index, and each rank's file and event count."""
     runs = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
     names, indexes = runs["name"].to_pylist(), runs["idx"].to_pylist()
-    from .errors import EdgeSetError
-
     if run is None:
         if len(names) != 1:
             raise EdgeSetError(f"{store.path}: holds runs {sorted(names)}; choose one with --run")

@@ -1,0 +1,62 @@
+"""The storage of an edge set, whoever produced it: its `EdgeSet` node and its `DEP` rows."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+
+import pyarrow as pa
+
+from .. import schema
+from ..store import GraphStore
+
+
+def edge_set_row(
+    run: str,
+    name: str,
+    producer: str,
+    version: str,
+    options: dict[str, object],
+    window: dict[str, object],
+    ranks: dict[str, object],
+) -> dict[str, object]:
+    """The EdgeSet node: JSON text for options, window and per-rank status."""
+    return {
+        "id": f"{run}/{name}",
+        "run": run,
+        "name": name,
+        "producer": producer,
+        "version": version,
+        "options": json.dumps(options, sort_keys=True),
+        "window": json.dumps(window, sort_keys=True),
+        "ranks": json.dumps(ranks, sort_keys=True),
+        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+
+
+def run_key_range(run_idx: int) -> tuple[int, int]:
+    """[lo, hi): the node keys of one run."""
+    lo = int(schema.event_key(run_idx, 0, 0))
+    return lo, lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
+
+
+def replace_edge_set(
+    store: GraphStore, run_idx: int, row: dict[str, object], edges: pa.Table
+) -> int:
+    """In an open write: drop the run's old rows and node of this edge set, load the new ones."""
+    lo, hi = run_key_range(run_idx)
+    # Labels named: unlabeled, `a.id` would also be EdgeSet's STRING id. Validated integers
+    # inlined: Kuzu types an integer parameter by its value (0 is INT8).
+    sources = ":".join(schema.EVENT_LABELS)
+    store.run(
+        f"MATCH (a:{sources})-[d:DEP]->() WHERE d.edge_set = $name "
+        f"AND a.id >= {lo} AND a.id < {hi} DELETE d RETURN count(*) AS deleted",
+        {"name": row["name"]},
+    )
+    store.run(
+        "MATCH (e:EdgeSet) WHERE e.id = $id DELETE e RETURN count(*) AS deleted",
+        {"id": row["id"]},
+    )
+    loaded = store.copy_edges("DEP", edges)
+    store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
+    return loaded
