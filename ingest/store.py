@@ -56,8 +56,8 @@ class GraphStore:
         try:
             # Kuzu reserves 80% of RAM for its buffer pool by default, which makes every open
             # slow (and limits a process to ~20 open databases); readers need far less.
-            pool = {"buffer_pool_size": READER_BUFFER_POOL} if read_only else {}
-            self._db = kuzu.Database(str(self.path), read_only=read_only, **pool)
+            pool = READER_BUFFER_POOL if read_only else 0  # 0: Kuzu's default
+            self._db = kuzu.Database(str(self.path), read_only=read_only, buffer_pool_size=pool)
         except RuntimeError as exc:
             raise IngestError(f"{self.path}: cannot open database ({_short(exc)})") from exc
         self._conn = kuzu.Connection(self._db)

@@ -15,6 +15,8 @@ single-device ranks and right on multi-device ones.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -172,7 +174,7 @@ def _group_search(
         if lo == hi:
             continue
         q = np.flatnonzero(query_group == g)
-        side = "left" if before else "right"
+        side: Literal["left", "right"] = "left" if before else "right"
         pos = np.searchsorted(sorted_values[lo:hi], query_values[q], side=side) - (
             1 if before else 0
         )
