@@ -23,7 +23,7 @@ RUNTIME_LOCK_CALLS = ("cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync")
 # Endpoint labels are named: unlabeled `a.id` fails in Kuzu 0.11.3 (EdgeSet.id is a STRING).
 _EDGES = """
 MATCH (a:Op:Runtime:Kernel)-[d:DEP]->(b:Op:Runtime:Kernel)
-WHERE d.edge_set = $edge_set AND a.run = $run
+WHERE d.edge_set = $edge_set AND a.run = $run {filters}
 RETURN a.id AS src, d.src_boundary AS src_boundary, b.id AS dst, d.dst_boundary AS dst_boundary,
        d.type AS type, d.weight_ns AS weight_ns, d.on_critical_path AS on_critical_path,
        a.rank AS rank, label(a) AS src_label, a.name AS src_name, a.ts AS src_ts,
@@ -86,12 +86,15 @@ def _common_run(store: GraphStore, a: str, b: str, run: str | None) -> str:
 def _edges(
     store: GraphStore, name: str, run: str, edge_type: str | None, rank: int | None
 ) -> pa.Table:
-    table = store.run(_EDGES, {"edge_set": name, "run": run}).table
+    params: dict[str, object] = {"edge_set": name, "run": run}
+    filters = ""
     if edge_type is not None:
-        table = table.filter(pc.equal(table["type"], edge_type))
+        filters += "AND d.type = $edge_type "
+        params["edge_type"] = edge_type
     if rank is not None:
-        table = table.filter(pc.equal(table["rank"], rank))
-    return table
+        # a validated integer, inlined: Kuzu prunes the scan for literals, not for parameters
+        filters += f"AND a.rank = {int(rank)} "
+    return store.run(_EDGES.format(filters=filters), params).table
 
 
 def _outer_join(left: pa.Table, right: pa.Table) -> pa.Table:
