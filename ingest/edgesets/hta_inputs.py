@@ -23,6 +23,7 @@ from ..errors import TraceFormatError
 from ..parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
 from ..store import GraphStore
 from .errors import EdgeSetError
+from .records import resolve_run
 
 HTA_SUFFIXES = (".json", ".gz")
 
@@ -59,15 +60,7 @@ def read_run(db: Path, run: str | None) -> RunNodes:
     if not Path(db).exists():
         raise EdgeSetError(f"{db}: no such database")
     with GraphStore(Path(db), read_only=True) as store:
-        runs = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
-        names, indexes = runs["name"].to_pylist(), runs["idx"].to_pylist()
-        if run is None:
-            if len(names) != 1:
-                raise EdgeSetError(f"{db}: holds runs {sorted(names)}; choose one with --run")
-            run = names[0]
-        if run not in names:
-            raise EdgeSetError(f"{db}: no run '{run}' (runs: {sorted(names)})")
-        run_idx = int(indexes[names.index(run)])
+        run, run_idx = resolve_run(store, run)
         ranks = store.run(
             "MATCH (k:Rank) WHERE k.run = $run "
             "RETURN k.rank AS rank, k.file AS file, k.event_count AS n ORDER BY rank",

@@ -18,7 +18,6 @@ import pyarrow.compute as pc
 from .. import schema
 from ..store import GraphStore, write_transaction
 from . import records
-from .errors import EdgeSetError
 from .native_edges import TYPE_NAMES
 from .native_frame import KIND_KERNEL, KIND_RUNTIME, NODE_LABEL, Frame
 from .native_graph import WindowGraph
@@ -138,14 +137,7 @@ def run_ranks(
     store: GraphStore, run: str | None
 ) -> tuple[str, int, dict[int, str], dict[int, int]]:
     """The run (the only one when not named), its index, and each rank's file and event count."""
-    runs = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
-    names, indexes = runs["name"].to_pylist(), runs["idx"].to_pylist()
-    if run is None:
-        if len(names) != 1:
-            raise EdgeSetError(f"{store.path}: holds runs {sorted(names)}; choose one with --run")
-        run = names[0]
-    if run not in names:
-        raise EdgeSetError(f"{store.path}: no run '{run}' (runs: {sorted(names)})")
+    run, run_idx = records.resolve_run(store, run)
     ranks = store.run(
         "MATCH (k:Rank) WHERE k.run = $run RETURN k.rank AS rank, k.file AS file, "
         "k.event_count AS n ORDER BY rank",
@@ -153,7 +145,7 @@ def run_ranks(
     ).table
     files = dict(zip(ranks["rank"].to_pylist(), ranks["file"].to_pylist(), strict=True))
     counts = dict(zip(ranks["rank"].to_pylist(), ranks["n"].to_pylist(), strict=True))
-    return run, int(indexes[names.index(run)]), files, counts
+    return run, run_idx, files, counts
 
 
 def collective_members(store: GraphStore, run: str) -> dict[int, list[tuple[int, int]]]:

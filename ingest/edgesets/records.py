@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..store import GraphStore
+from .errors import EdgeSetError
 
 
 def edge_set_row(
@@ -60,3 +61,16 @@ def replace_edge_set(
     loaded = store.copy_edges("DEP", edges)
     store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
     return loaded
+
+
+def resolve_run(store: GraphStore, run: str | None) -> tuple[str, int]:
+    """The run's name and index; `run` may be omitted when the database holds only one."""
+    runs = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
+    names, indexes = runs["name"].to_pylist(), runs["idx"].to_pylist()
+    if run is None:
+        if len(names) != 1:
+            raise EdgeSetError(f"{store.path}: holds runs {sorted(names)}; choose one with --run")
+        run = names[0]
+    if run not in names:
+        raise EdgeSetError(f"{store.path}: no run '{run}' (runs: {sorted(names)})")
+    return run, int(indexes[names.index(run)])
