@@ -22,6 +22,14 @@ _NESTING_PRIORITY = {
     "mtia_runtime": 4,
     "cuda_driver": 5,
 }
+_NO_CALLS = pa.table(
+    {
+        "from_id": pa.array([], pa.int64()),
+        "to_id": pa.array([], pa.int64()),
+        "from_label": pa.array([], pa.string()),
+        "to_label": pa.array([], pa.string()),
+    }
+)
 LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 
 
@@ -46,7 +54,7 @@ def call_edges(events: pa.Table) -> pa.Table:
     )
     n = cpu.num_rows
     if n < 2:
-        return _edges([], [], cpu, cpu)
+        return _NO_CALLS
     pid, tid = _filled(cpu["pid"]), _filled(cpu["tid"])
     start = cpu["ts"].to_numpy()
     end = start + _filled(cpu["dur"], 0)
@@ -81,17 +89,6 @@ def _map_priority(cats: pa.ChunkedArray) -> pa.Array:
     keys = pa.array(list(_NESTING_PRIORITY), pa.string())
     values = pa.array(list(_NESTING_PRIORITY.values()), pa.int64())
     return pc.take(values, pc.index_in(cats, value_set=keys))
-
-
-def _edges(src: list[int], dst: list[int], *_: object) -> pa.Table:
-    return pa.table(
-        {
-            "from_id": pa.array(src, pa.int64()),
-            "to_id": pa.array(dst, pa.int64()),
-            "from_label": pa.array([], pa.string()),
-            "to_label": pa.array([], pa.string()),
-        }
-    )
 
 
 def launch_edges(events: pa.Table) -> pa.Table:

@@ -237,10 +237,6 @@ def _labelled(edges: pa.Table, src: str, dst: str) -> pa.Table:
     )
 
 
-def _copy_edges(store: GraphStore, label: str, edges: pa.Table) -> int:
-    return store.copy_edges(label, edges)
-
-
 def _rank_row(
     trace: RankTrace, run: str, run_idx: int, events: pa.Table, counts: dict[str, int]
 ) -> dict[str, object]:
