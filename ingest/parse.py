@@ -204,7 +204,10 @@ def parse_file(path: Path, options: ParseOptions = ParseOptions()) -> list[RankT
     events_table = pa.concat_tables(chunks)
     if events_table.num_rows == 0:
         raise TraceFormatError(path, "trace has no complete ('X') events")
-    return _split_by_rank(path, events_table, metadata, shell, options)
+    # handed over in a list so that only _split_by_rank holds the table (it may reorder it)
+    handover = [events_table]
+    del events_table
+    return _split_by_rank(path, handover, metadata, shell, options)
 
 
 def _first_line(exc: Exception) -> str:
@@ -384,11 +387,12 @@ def _process_names(raw: list[_RawEvent]) -> dict[int, int]:
 
 def _split_by_rank(
     path: Path,
-    events: pa.Table,
+    handover: list[pa.Table],
     metadata_ranks: dict[int, int],
     top: _TraceShell,
     options: ParseOptions,
 ) -> list[RankTrace]:
+    events = handover.pop()
     arg_ranks = pc.unique(events["arg_rank"].drop_null()).to_pylist()
     named_ranks = set(metadata_ranks.values()) | set(options.rank_of_pid.values())
     merged = len(set(arg_ranks) | named_ranks) > 1
@@ -404,8 +408,9 @@ def _split_by_rank(
     if options.rank is not None:
         raise TraceFormatError(path, "holds several ranks; --rank applies to single-rank files")
     rank = _event_ranks(path, events, metadata_ranks, options)
-    events = events.append_column("rank", rank).filter(pc.is_valid(rank))
-    events = events.sort_by([("rank", "ascending"), ("ev_idx", "ascending")])
+    handover.append(events.append_column("rank", rank))
+    del events
+    events = _rows_by_rank(handover)
     ranks = events["rank"].to_numpy()
     bounds = [0, *((ranks[1:] != ranks[:-1]).nonzero()[0] + 1).tolist(), len(ranks)]
     if world_size is None or world_size < len(bounds) - 1:
@@ -416,6 +421,23 @@ def _split_by_rank(
         )
         for a, b in zip(bounds[:-1], bounds[1:], strict=True)
     ]
+
+
+def _rows_by_rank(handover: list[pa.Table]) -> pa.Table:
+    """The rows with a rank, ordered by (rank, ev_idx), moved one column at a time so that a
+    merged file's events exist about once in memory, not three times (the table is taken out
+    of `handover`, so nothing else holds it)."""
+    events = handover.pop()
+    known = pc.indices_nonzero(pc.is_valid(events["rank"]))
+    keys = events.select(["rank", "ev_idx"]).take(known)
+    order = pc.take(
+        known, pc.sort_indices(keys, sort_keys=[("rank", "ascending"), ("ev_idx", "ascending")])
+    )
+    columns: dict[str, pa.ChunkedArray] = {}
+    for name in events.column_names:
+        columns[name] = events[name].take(order)
+        events = events.drop_columns([name])
+    return pa.table(columns)
 
 
 def _event_ranks(
