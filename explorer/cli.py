@@ -26,7 +26,7 @@ from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, IngestResult, ingest
 from tracegraph.ingest.store import GraphStore, QueryError
 from tracegraph.queries.catalog import CatalogError, canned_queries, canned_query, coerce_params
-from tracegraph.queries.diff import DiffError, chakra_view, diff_edge_sets
+from tracegraph.queries.diff import EDGE_VIEW, DiffError, chakra_view, diff_edge_sets
 from tracegraph.queries.summary import database_info
 from tracegraph.queries.whatif import Scaling, WhatIfError, compare_what_if, what_if
 
@@ -484,22 +484,7 @@ def _diff(args: argparse.Namespace) -> int:
     )
     print("sync edges: whole graph vs on the critical path (what Chakra keeps):")
     print(_indent(output.render(chakra)) if chakra.num_rows else "  none in either edge set")
-    shown = diff.edges.select(
-        [
-            "change",
-            "reason",
-            "rank",
-            "type",
-            "src_name",
-            "src_boundary",
-            "dst_name",
-            "dst_boundary",
-            "a_weight_ns",
-            "b_weight_ns",
-            "src_ts",
-            "dst_ts",
-        ]
-    )
+    shown = diff.edges.select([*EDGE_VIEW, "src_ts", "dst_ts"])
     if diff.edges.num_rows == 0:
         print("no differing edges: the two edge sets are identical")
         return 0

@@ -17,6 +17,9 @@ from tracegraph.ingest.store import GraphStore
 
 KEY = ["src", "src_boundary", "dst", "dst_boundary", "type"]
 KERNEL_GAP_CUTOFF_NS = 1_500_000
+# A differing edge as a person reads it (the CLI and the diff screen show these columns).
+EDGE_VIEW = ("change", "type", "rank", "src_name", "src_boundary", "dst_name", "dst_boundary",
+             "a_weight_ns", "b_weight_ns", "reason")  # fmt: skip
 CHANGES = ("only in A", "only in B", "weight changed", "critical path changed")
 RUNTIME_LOCK_CALLS = ("cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync")
 

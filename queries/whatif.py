@@ -25,6 +25,8 @@ import pyarrow.compute as pc
 from tracegraph.ingest.critical_path import longest_path
 from tracegraph.ingest.store import GraphStore
 
+from .diff import edge_set_runs
+
 CRITICAL_SYNC_ONLY = "critical-sync-only"
 COLLECTIVE_NAME = r"^(?i)(nccl|rccl|gloo:)"
 SPAN_TYPES = ("operator_kernel",)
@@ -163,11 +165,7 @@ def compare_what_if(
 
 
 def _run_of(store: GraphStore, edge_set: str, run: str | None) -> str:
-    runs = (
-        store.run("MATCH (e:EdgeSet) WHERE e.name = $name RETURN e.run AS run", {"name": edge_set})
-        .table["run"]
-        .to_pylist()
-    )
+    runs = edge_set_runs(store, edge_set)
     if not runs:
         raise WhatIfError(f"no edge set '{edge_set}' in {store.path}")
     if run is not None:

@@ -24,7 +24,7 @@ from textual.widgets import (
 )
 from textual.worker import get_current_worker
 
-from tracegraph.queries.diff import chakra_view, diff_edge_sets
+from tracegraph.queries.diff import EDGE_VIEW, chakra_view, diff_edge_sets
 from tracegraph.queries.step import edge_set_names
 
 from .. import keymap
@@ -33,18 +33,6 @@ from ..widgets.format import cell, duration
 from ..widgets.paged_table import PagedTable
 from .base import ExplorerScreen
 
-EDGE_COLUMNS = [
-    "change",
-    "type",
-    "rank",
-    "src_name",
-    "src_boundary",
-    "dst_name",
-    "dst_boundary",
-    "a_weight_ns",
-    "b_weight_ns",
-    "reason",
-]
 EDGE_HEADERS = ["change", "type", "rank", "from", "at", "to", "at", "A ns", "B ns", "reason"]
 ALL = "all types"
 
@@ -177,7 +165,7 @@ class DiffScreen(ExplorerScreen):
         if rank.lstrip("-").isdigit():
             edges = edges.filter(pc.equal(edges["rank"], int(rank)))
         self.shown_edges = edges
-        self.query_one("#edges", PagedTable).show(edges.select(EDGE_COLUMNS), EDGE_HEADERS)
+        self.query_one("#edges", PagedTable).show(edges.select(list(EDGE_VIEW)), EDGE_HEADERS)
 
     def action_filter(self) -> None:
         self.query_one(TabbedContent).active = "tab-edges"
