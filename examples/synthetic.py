@@ -122,6 +122,13 @@ def _q(text: str) -> str:
 
 CPU_OP = _q("cpu_op")
 USER_ANNOTATION = _q("user_annotation")
+PYTHON_FUNCTION = _q("python_function")
+PROFILER_STEP_FRAME = _q("torch/profiler/profiler.py(790): step")
+TRAIN_STEP_FRAME = _q("train.py(120): train_step")
+CALL_IMPL_FRAME = _q("torch/nn/modules/module.py(1747): _call_impl")
+SLEEP_FRAME = _q("<built-in function sleep>")
+ENTER_FRAME = _q("torch/autograd/profiler.py(760): __enter__")
+PY_FRAME_NS = 2_000
 DATALOADER = _q("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
 NCCL_KERNEL_NAME = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
@@ -227,6 +234,15 @@ class SyntheticConfig:
         i % ranks for stall_us; 0: never.
     bucket_layers: layers per DDP gradient bucket, i.e. per all-reduce.
     with_cuda_sync / with_fwdbwd: emit cuda_sync events / fwdbwd flows.
+    late_rank, late_us: that rank sleeps late_us in a python `time.sleep` inside its data-loader
+        range on every step, so it arrives late_us late at the step's first collective (a late
+        rank, as a slow data loader or a host stall makes one); None / 0: no late rank.
+    python_stacks: python_function events, as `with_stack=True` writes them: the training loop's
+        frames around each phase, module `_call_impl` frames around the forward, and the
+        profiler's own `step` frame, which opens before ProfilerStep#i and closes inside it (the
+        ranges do not nest, as in real traces).
+    annotate: nested `record_function` ranges: "forward" around DistributedDataParallel.forward
+        and "backward" around ## backward ##.
     gpus_per_node: the device (GPU pid) of rank r is r % gpus_per_node.
     start_ns: unix time of the first step (ns); base_time_ns: baseTimeNanoseconds, ts = (time -
         base_time_ns) / 1000; 0 writes absolute epoch µs.
@@ -246,6 +262,10 @@ class SyntheticConfig:
     with_cuda_sync: bool = True
     with_fwdbwd: bool = True
     gpus_per_node: int = 8
+    late_rank: int | None = None
+    late_us: int = 0
+    python_stacks: bool = False
+    annotate: bool = False
     start_ns: int = 1_712_195_495_519_689_047
     base_time_ns: int = 0
 
@@ -255,6 +275,10 @@ class SyntheticConfig:
                 raise ValueError(f"{name} must be >= 1")
         if self.straggler_rank is not None and not 0 <= self.straggler_rank < self.ranks:
             raise ValueError("straggler_rank must be in range(ranks)")
+        if self.late_rank is not None and not 0 <= self.late_rank < self.ranks:
+            raise ValueError("late_rank must be in range(ranks)")
+        if self.late_us < 0:
+            raise ValueError("late_us must be >= 0")
         if self.straggler_factor < 1.0:
             raise ValueError("straggler_factor must be >= 1")
         if min(self.slow_gap_every, self.stall_every, self.slow_gap_us, self.stall_us) < 0:
@@ -615,7 +639,15 @@ class _Rank:
     def step(self, i: int) -> _StepGen:
         """Simulate training step `i`, yielding at each collective for its end time."""
         self.t += self._cpu(STEP_GAP_NS)
+        py = self.cfg.python_stacks
+        step_frame_ts = self.t
+        if py:
+            self.t += PY_FRAME_NS
         self._open(USER_ANNOTATION, _q(f"ProfilerStep#{i}"), deferred=True)
+        if py:  # the profiler's step() frame closes inside the step it opened: no nesting
+            self.t += PY_FRAME_NS
+            self._python_event(PROFILER_STEP_FRAME, step_frame_ts, self.t)
+            self._open(PYTHON_FUNCTION, TRAIN_STEP_FRAME, deferred=True)
         self._dataloader(i)
         self._h2d()
         self._zero_grad()
@@ -625,15 +657,42 @@ class _Rank:
         self._optimizer()
         self._item()
         self._timer()
+        if py:
+            self._close()
         self._close()
+
+    def _open_range(self, name: str, deferred: bool = False) -> _Frame:
+        """A record_function range; with python stacks, inside the `__enter__` frame that
+        opens it, which closes after the range has started (the two do not nest)."""
+        if not self.cfg.python_stacks:
+            return self._open(USER_ANNOTATION, name, deferred=deferred)
+        enter_ts = self.t
+        self.t += PY_FRAME_NS
+        frame = self._open(USER_ANNOTATION, name, deferred=deferred)
+        self.t += PY_FRAME_NS
+        self._python_event(ENTER_FRAME, enter_ts, self.t)
+        return frame
+
+    def _python_event(self, name: str, ts: int, end: int) -> None:
+        """A python_function event [ts, end] on the current thread, written now."""
+        self.out.append(
+            f'{{"ph": "X", "cat": {PYTHON_FUNCTION}, "name": {name}, {self.loc}, '
+            f'"ts": {_TS % divmod(ts, 1000)}, "dur": {_TS % divmod(end - ts, 1000)}, '
+            f'"args": {{"Python id": {self.ev_idx}, "Ev Idx": {self.ev_idx}{self.ra}}}}}'
+        )
+        self.ev_idx += 1
 
     def _dataloader(self, i: int) -> None:
         """Fetch the batch; a long stall on the configured steps/ranks."""
         self._gap()
-        self._open(USER_ANNOTATION, DATALOADER)
+        self._open_range(DATALOADER)
         self.t += self._cpu(DATALOADER_NS)
         if self.cfg.stall_rank(i) == self.rank:
             self.t += self.cfg.stall_us * 1000
+        if self.cfg.late_rank == self.rank and self.cfg.late_us:
+            sleep_ts = self.t
+            self.t += self.cfg.late_us * 1000
+            self._python_event(SLEEP_FRAME, sleep_ts, self.t)
         self._close()
 
     def _h2d(self) -> None:
@@ -659,7 +718,11 @@ class _Rank:
     def _forward(self, i: int) -> _StepGen:
         """The model's forward pass plus the loss, with a GPU idle gap on some steps."""
         self._gap()
-        ua = self._open(USER_ANNOTATION, _q("DistributedDataParallel.forward"), deferred=True)
+        if self.cfg.annotate:
+            self._open_range(_q("forward"), deferred=True)
+        if self.cfg.python_stacks:
+            self._open(PYTHON_FUNCTION, CALL_IMPL_FRAME, deferred=True)
+        ua = self._open_range(_q("DistributedDataParallel.forward"), deferred=True)
         first = last = 0
         gap_after = (self.cfg.layers - 1) // 2 if self.cfg.has_gap(i) else -1
         for layer in range(self.cfg.layers):
@@ -676,12 +739,18 @@ class _Rank:
                 yield FLUSH
         self._close()
         self._gpu_annotation(ua[2], COMPUTE_STREAM, first, last, ua[5])
+        if self.cfg.python_stacks:
+            self._close()
         self._gap()
         self._leaf(_q("aten::mse_loss"), K_MSE, self._fwd_node())
+        if self.cfg.annotate:
+            self._close()
 
     def _backward(self) -> _StepGen:
         """loss.backward() on the autograd thread, all-reducing gradient buckets."""
         self._gap()
+        if self.cfg.annotate:
+            self._open(USER_ANNOTATION, _q("backward"), deferred=True)
         self._open(USER_ANNOTATION, _q("## backward ##"), deferred=True)
         self.t += self._cpu(HANDOFF_NS)
         self._use_thread(backward=True)
@@ -697,6 +766,8 @@ class _Rank:
         self._use_thread(backward=False)
         self.t += self._cpu(HANDOFF_NS)
         self._close()
+        if self.cfg.annotate:
+            self._close()
 
     def _allreduce(self, nelems: int) -> _StepGen:
         """DDP bucket all-reduce: c10d::allreduce_ → record_param_comms → NCCL kernel."""
@@ -1038,6 +1109,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--gzip", action="store_true", help="gzip the per-rank files")
     p.add_argument("--no-rank-args", action="store_true", help="merged: omit args.rank")
     p.add_argument("--no-cuda-sync", action="store_true", help="omit cuda_sync events")
+    p.add_argument("--late-rank", type=int, help="this rank sleeps --late-us in every step")
+    p.add_argument("--late-us", type=int, default=0)
+    p.add_argument("--python-stacks", action="store_true", help="python_function events")
+    p.add_argument("--annotate", action="store_true", help="nested record_function ranges")
     args = p.parse_args(argv)
     if args.out is None and args.merged is None:
         p.error("give --out and/or --merged")
@@ -1051,7 +1126,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.target_mb:
         layers = layers_for_bytes(int(args.target_mb * 1e6), args.ranks, args.steps)
     config = SyntheticConfig(ranks=args.ranks, steps=args.steps, layers=layers, seed=args.seed,
-                             with_cuda_sync=not args.no_cuda_sync)
+                             with_cuda_sync=not args.no_cuda_sync, late_rank=args.late_rank,
+                             late_us=args.late_us, python_stacks=args.python_stacks,
+                             annotate=args.annotate)
     started = time.perf_counter()
     paths: list[Path] = []
     if args.out is not None:

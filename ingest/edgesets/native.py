@@ -21,7 +21,7 @@ import pyarrow as pa
 from ..store import GraphStore
 from .errors import EdgeSetError
 from .native_build import RankBuild, build_rank
-from .native_crossrank import CrossRankPath, cross_rank_path
+from .native_crossrank import CrossRankPath, Instance, clock_offsets, cross_rank_path
 from .native_options import NativeOptions
 from .native_report import (
     TOOL_VERSION,
@@ -36,7 +36,7 @@ from .native_report import (
 )
 from .native_sources import pid_ranks, rank_sources
 from .native_store import (
-    collective_members,
+    collective_instances,
     first_of_each_edge,
     replace_edge_sets,
     run_ranks,
@@ -81,7 +81,7 @@ def build_native_edge_set(
         raise EdgeSetError(f"{db}: no such database")
     with GraphStore(Path(db), read_only=True) as store:
         run, run_idx, files, counts = run_ranks(store, run)
-        members = collective_members(store, run) if options.cross_rank else {}
+        members = collective_instances(store, run) if options.cross_rank else {}
         pids = pid_ranks(store, run_idx) if len(set(files.values())) < len(files) else {}
     if not files:
         raise EdgeSetError(f"{db}: run '{run}' has no ranks")
@@ -132,9 +132,8 @@ def build_native_edge_set(
     )
 
 
-def _cross_rank(
-    builds: list[RankBuild], members: dict[int, list[tuple[int, int]]]
-) -> list[CrossRankPath]:
+def _cross_rank(builds: list[RankBuild], instances: dict[int, Instance]) -> list[CrossRankPath]:
+    offsets = clock_offsets([b.frame for b in builds if b.frame is not None], instances)
     steps: dict[str, list] = {}
     for b in builds:
         for w in b.windows:
@@ -143,7 +142,7 @@ def _cross_rank(
     out = []
     for step, graphs in steps.items():
         if len(graphs) > 1:
-            path = cross_rank_path(step, graphs, members)
+            path = cross_rank_path(step, graphs, instances, offsets)
             if path is not None:
                 out.append(path)
     return out

@@ -65,7 +65,12 @@ def rules_for(options: NativeOptions, unit_ns: int) -> Rules:
     quirks = options.hta_quirks
     cutoff = options.kernel_gap_cutoff_ns
     return Rules(
-        StackRules(options.merge_backward_thread, options.runtime_lock, quirks is not None),
+        StackRules(
+            options.merge_backward_thread,
+            options.runtime_lock,
+            exact_ties=quirks is not None,
+            time_chain=quirks is None,
+        ),
         KernelRules(
             kernel_gap_cutoff=None if cutoff is None else cutoff / unit_ns,
             int_cast_after_record_merge=quirks == OLDER,

@@ -8,6 +8,14 @@ end of a blocking call), and the end of a top-level op → the next top-level op
 edges. With `merge_backward_thread` (0.6.1), the one thread with "autograd" ops is renumbered as
 the one thread with "forward" ops first, so the backward pass joins the forward stack.
 
+Plain native (`nesting="time"`): HTA's stack walk pops whatever is on top at an end, so ranges
+that do not nest cleanly (python stacks, `record_function` ranges closed out of order) put a
+range's end before a start that lies earlier in time, and a nested range is counted twice. The
+time chain instead joins each thread's node boundaries in time order (ends before starts at one
+instant, so a child closes before its sibling opens): for properly nested ranges this is exactly
+HTA's DFS order, and for any input every edge goes forward in time and no instant of a thread is
+counted twice.
+
 Runtime lock (0.6.1, `_construct_graph_from_cuda_runtime_events`): cudaHostAlloc,
 cudaLaunchKernel and cudaMemcpyAsync hold one lock, across threads. Walking their nodes in time
 order, an end closes every pending start (its own: operator_kernel with the full span, never
@@ -56,6 +64,7 @@ class StackRules:
     merge_backward_thread: bool
     runtime_lock: bool
     exact_ties: bool = True  # HTA's sort order among ambiguous equal-time events
+    time_chain: bool = False  # plain native: boundaries joined in time order (see module doc)
 
 
 def thread_of_pass(clip: Frame, name: str) -> int | None:
@@ -70,11 +79,9 @@ def call_stack_edges(
     clip: Frame, has_node: np.ndarray, rules: StackRules, lock: np.ndarray
 ) -> Edges:
     """Edges of HTA's call-stack pass, thread by thread in (pid, tid) order."""
-    tid = clip.tid
-    if rules.merge_backward_thread:
-        fwd, bwd = thread_of_pass(clip, "forward"), thread_of_pass(clip, "autograd")
-        if fwd is not None and bwd is not None and fwd != bwd:
-            tid = np.where(tid == bwd, fwd, tid)
+    tid = _merged_tids(clip) if rules.merge_backward_thread else clip.tid
+    if rules.time_chain:
+        return time_chain_edges(clip, has_node, tid)
     thread, _ = thread_ids(clip.pid, tid)
     if len(thread) == 0:
         return Edges.empty()
@@ -114,6 +121,53 @@ def call_stack_edges(
     top_exit = ~enter[a] & (depth_after[a] == 0)
     kind = np.where(top_exit, DEPENDENCY, OPERATOR_KERNEL)
     return make_edges(node[a], node[b], kind, times, zero & ~top_exit)
+
+
+def _merged_tids(clip: Frame) -> np.ndarray:
+    fwd, bwd = thread_of_pass(clip, "forward"), thread_of_pass(clip, "autograd")
+    if fwd is not None and bwd is not None and fwd != bwd:
+        return np.where(clip.tid == bwd, fwd, clip.tid)
+    return clip.tid
+
+
+def time_chain_edges(clip: Frame, has_node: np.ndarray, tid: np.ndarray) -> Edges:
+    """Each CPU thread's node boundaries joined in time order (plain native's call stacks).
+
+    At one instant: ends of spans (shorter first), then zero-length events (start, end), then
+    starts of spans (longer first). An end → start between top-level ranges is a dependency;
+    every other edge is operator_kernel with weight Δt, 0 into the end of a blocking call.
+    """
+    rows = np.nonzero(has_node & (clip.stream < 0))[0]
+    if len(rows) < 1:
+        return Edges.empty()
+    thread, _ = thread_ids(clip.pid[rows], tid[rows])
+    ts = clip.ts[rows]
+    dur = np.maximum(clip.dur[rows], 0)
+    n = len(rows)
+    local = np.concatenate([np.arange(n), np.arange(n)])
+    is_start = np.concatenate([np.ones(n, bool), np.zeros(n, bool)])
+    time = np.where(is_start, ts[local], ts[local] + dur[local])
+    zero = dur[local] == 0
+    cls = np.where(zero, 1, np.where(is_start, 2, 0))
+    # ends: the later-started (shorter) first; starts: the longer first; zero: start first
+    sub = np.where(zero, np.where(is_start, 0, 1), np.where(is_start, -dur[local], -ts[local]))
+    order = np.lexsort((local, sub, cls, time, thread[local]))
+    local, is_start, thr = local[order], is_start[order], thread[local][order]
+    step = np.where(is_start, 1, -1)
+    first = np.ones(len(local), bool)
+    first[1:] = thr[1:] != thr[:-1]
+    csum = np.cumsum(step)
+    seg = np.maximum.accumulate(np.where(first, np.arange(len(local)), 0))
+    depth_after = csum - (csum - step)[seg]
+    a = np.nonzero(~first[1:])[0]
+    b = a + 1
+    node = 2 * rows[local] + np.where(is_start, 0, 1)
+    top_exit = ~is_start[a] & (depth_after[a] == 0)
+    kind = np.where(top_exit, DEPENDENCY, OPERATOR_KERNEL)
+    blocking = clip.name_in(BLOCKING_CALLS_ANY)[rows]
+    zero_in = ~is_start[b] & blocking[local[b]]
+    times = node_times(clip.ts, clip.ts + np.maximum(clip.dur, 0))
+    return make_edges(node[a], node[b], kind, times, zero_in & ~top_exit)
 
 
 def runtime_lock_edges(clip: Frame, has_node: np.ndarray, lock: np.ndarray) -> Edges:

@@ -1,25 +1,54 @@
 """The job's critical path for one step: every rank's graph joined through its collectives.
 
-A collective ends on every rank no earlier than its last participant arrives. For each
-collective instance (the `Collective` nodes and their `PART_OF` participants), the participant
-that started last, L, is the one the others waited for: an edge from L's start to every other
-participant's end carries what remains after L arrived (`P.end - L.start`), and each waiting
-participant's own span counts only that part (the rest was waiting, not work). The longest
-path through the union of the ranks' graphs then crosses to the rank that held everyone up,
-so the straggler and the op that bound the step show on the path.
+How collectives block: a collective cannot finish on any rank before its last participant has
+arrived, so the early ranks' wait is the late rank's doing. Arrival is the participant's start:
+the NCCL/RCCL kernel's start on a GPU rank, the `gloo:*` range's start on a CPU rank.
+
+Clocks: each rank's timestamps come from its own host clock. Ranks on different hosts can
+disagree by far more than a collective lasts, so arrivals are compared on aligned clocks. A
+collective ends on every participant at about the same moment (the last arrival releases them
+all), so each rank's offset is the median, over the run's collectives, of its end minus the
+median end of that collective's participants; on one host it comes out near 0.
+
+Per collective instance (the `Collective` nodes and their `PART_OF` participants), with L the
+last to arrive:
+- L's start → every other participant's end (`collective_dependency`), carrying what remains
+  after L arrived (`P.end − L.start`); a waiting participant's own span counts only that part;
+- a CPU thread of a waiting rank that sat idle across the collective's end and resumed within
+  `RESUME_NS` of it (DDP's main thread blocked in the autograd engine on the gradient
+  all-reduce) was blocked on it: its idle edge loses the blocked time, and the participant's end
+  → the thread's next boundary carries the rest.
+Waiting then weighs nothing, so the longest path through the union of the ranks' graphs crosses
+to the rank everyone waited for, and the rank and op that bound the step are on it. Every edge of
+the joined graph goes forward in (aligned) time, and the path is no longer than the step's span:
+checked here, a break fails the build.
+
+The straggler of a step is the rank whose late arrivals caused the most wait on the others; its
+lateness at a collective is its arrival minus the median arrival of the other participants.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..critical_path import longest_path
-from .native_edges import COLLECTIVE_DEPENDENCY, OPERATOR_KERNEL
-from .native_frame import NODE_LABEL
+from .native_edges import COLLECTIVE_DEPENDENCY, DEPENDENCY, OPERATOR_KERNEL, TYPE_NAMES
+from .native_frame import KIND_OP, NODE_LABEL, Frame
 from .native_graph import WindowGraph
+from .native_invariants import InvariantError
+
+RESUME_NS = 1_000_000  # a blocked thread resumes within this of the collective's end
+
+
+@dataclass(frozen=True)
+class Instance:
+    """One collective instance of the run: a readable label and its participants."""
+
+    label: str  # e.g. "allreduce #3" (name and sequence number or order)
+    members: tuple[tuple[int, int], ...]  # (rank, ev_idx)
 
 
 @dataclass(frozen=True)
@@ -39,6 +68,18 @@ class PathEdge:
 
 
 @dataclass(frozen=True)
+class Straggler:
+    """The rank the others waited for in a step, and by how much."""
+
+    rank: int
+    last_at: int  # collectives of the step it arrived last at
+    collectives: int  # collectives of the step with two or more participants
+    lateness_ns: int  # its largest lateness: arrival − median arrival of the others
+    at: str  # the collective where it was that late
+    caused_wait_ns: int  # wait it caused on the others, summed over the step
+
+
+@dataclass(frozen=True)
 class CrossRankPath:
     """The job's critical path through one step, and where its time went."""
 
@@ -46,91 +87,265 @@ class CrossRankPath:
     length_ns: int
     edges: tuple[PathEdge, ...]
     rank_ns: dict[int, int]  # path time spent on each rank
-    stragglers: tuple[int, ...]  # ranks every other participant waited for, along the path
+    straggler: Straggler | None
     bound_by_rank: int
     bound_by_op: str
     collective_edges: tuple[PathEdge, ...]  # every collective edge of the step (not only on path)
+    wait_ns: dict[int, int] = field(default_factory=dict)  # time each rank waited in collectives
+    clock_offset_ns: dict[int, int] = field(default_factory=dict)  # subtracted from its times
+    span_ns: int = 0  # the step's span on the aligned clocks: earliest to latest node
+
+    @property
+    def stragglers(self) -> tuple[int, ...]:
+        return (self.straggler.rank,) if self.straggler is not None else ()
+
+
+@dataclass(frozen=True)
+class _Arrival:
+    rank: int
+    graph: int  # index into the step's graphs
+    row: int  # row in that graph's clip
+    start: int  # aligned ns
+    end: int
+
+
+def clock_offsets(frames: list[Frame], instances: dict[int, Instance]) -> dict[int, int]:
+    """Each rank's clock offset (ns) against the others, from its collectives' end times."""
+    by_rank = {f.rank: f for f in frames}
+    diffs: dict[int, list[int]] = defaultdict(list)
+    for inst in instances.values():
+        ends = {}
+        for rank, ev in inst.members:
+            frame = by_rank.get(rank)
+            if frame is None:
+                continue
+            row = int(frame.position_of(np.array([ev]))[0])
+            if row >= 0:
+                ends[rank] = (int(frame.end[row]) + frame.origin) * frame.unit_ns
+        if len(ends) < 2:
+            continue
+        middle = float(np.median(list(ends.values())))
+        for rank, end in ends.items():
+            diffs[rank].append(int(round(end - middle)))
+    return {rank: int(np.median(d)) for rank, d in diffs.items()}
 
 
 def cross_rank_path(
-    step: str, graphs: list[WindowGraph], participants: dict[int, list[tuple[int, int]]]
+    step: str,
+    graphs: list[WindowGraph],
+    instances: dict[int, Instance],
+    offsets: dict[int, int] | None = None,
 ) -> CrossRankPath | None:
     """Join the graphs (one per rank, same step) through the collectives and find the path."""
     if not graphs:
         return None
-    offsets = np.cumsum([0] + [2 * g.clip.n for g in graphs])
-    by_rank = {g.rank: i for i, g in enumerate(graphs)}
-    src, dst, kind, weight = [], [], [], []
-    node_rank = np.concatenate([np.full(2 * g.clip.n, g.rank, np.int64) for g in graphs])
-    for i, g in enumerate(graphs):
-        src.append(g.edges.src + offsets[i])
-        dst.append(g.edges.dst + offsets[i])
-        kind.append(g.edges.kind.astype(np.int64))
-        weight.append(g.path_weight * g.unit_ns)
-    s, d = np.concatenate(src), np.concatenate(dst)
-    k, w = np.concatenate(kind), np.concatenate(weight)
-    span_index = {(int(a), int(b)): j for j, (a, b) in enumerate(zip(s, d, strict=True))}
-    extra_src, extra_dst, extra_w = [], [], []
-    for members in participants.values():
-        present = []
-        for rank, ev in members:
-            if rank not in by_rank:
-                continue
-            i = by_rank[rank]
-            g = graphs[i]
-            row = int(g.clip.position_of(np.array([ev]))[0])
-            if row < 0 or (2 * row, 2 * row + 1) not in _span_pairs(g):
-                continue
-            start = (int(g.clip.ts[row]) + g.clip.origin) * g.unit_ns
-            end = (int(g.clip.end[row]) + g.clip.origin) * g.unit_ns
-            present.append((start, rank, int(offsets[i]) + 2 * row, end))
-        if len(present) < 2:
-            continue
-        last = max(present, key=lambda p: (p[0], -p[1]))
-        for start, _rank, node, end in present:
-            if node == last[2]:
-                continue
-            remaining = max(0, end - last[0])
-            j = span_index.get((node, node + 1))
-            if j is not None and k[j] == OPERATOR_KERNEL and start < last[0]:
+    offsets = offsets or {}
+    sizes = [2 * g.clip.n for g in graphs]
+    base = np.cumsum([0, *sizes])
+    times = np.concatenate([_aligned_times(g, offsets.get(g.rank, 0)) for g in graphs])
+    s = np.concatenate([g.edges.src + base[i] for i, g in enumerate(graphs)])
+    d = np.concatenate([g.edges.dst + base[i] for i, g in enumerate(graphs)])
+    k = np.concatenate([g.edges.kind.astype(np.int64) for g in graphs])
+    w = np.concatenate([g.path_weight * g.unit_ns for g in graphs]).astype(np.int64)
+    cpu = np.concatenate([np.repeat(g.clip.stream < 0, 2) for g in graphs])
+    thread = np.concatenate([np.repeat(g.clip.tid, 2) for g in graphs])
+    participant = np.zeros(len(times), bool)
+    present = _arrivals(graphs, instances, base, times)
+    for arrivals in present.values():
+        for a in arrivals:
+            participant[base[a.graph] + 2 * a.row : base[a.graph] + 2 * a.row + 2] = True
+    span_of = {(int(a), int(b)): j for j, (a, b) in enumerate(zip(s, d, strict=True)) if b == a + 1}
+    extra: list[tuple[int, int, int]] = []
+    waits: dict[int, int] = defaultdict(int)
+    caused: dict[int, int] = defaultdict(int)
+    last_at: dict[int, int] = defaultdict(int)
+    worst: dict[int, tuple[int, str]] = {}
+    for cid, arrivals in present.items():
+        last = max(arrivals, key=lambda a: (a.start, -a.rank))
+        others = [a for a in arrivals if a is not last]
+        lateness = last.start - int(np.median([a.start for a in others]))
+        last_at[last.rank] += 1
+        if lateness > worst.get(last.rank, (-1, ""))[0]:
+            worst[last.rank] = (lateness, instances[cid].label)
+        last_node = int(base[last.graph]) + 2 * last.row
+        for a in others:
+            node = int(base[a.graph]) + 2 * a.row
+            wait = max(0, last.start - a.start)
+            waits[a.rank] += wait
+            caused[last.rank] += wait
+            if a.end < last.start:
+                continue  # ended before the last arrival on aligned clocks: no wait to model
+            remaining = a.end - last.start
+            j = span_of.get((node, node + 1))
+            if j is not None and k[j] == OPERATOR_KERNEL and wait > 0:
                 w[j] = remaining
-            extra_src.append(last[2])
-            extra_dst.append(node + 1)
-            extra_w.append(remaining)
-    s = np.concatenate([s, np.array(extra_src, np.int64)])
-    d = np.concatenate([d, np.array(extra_dst, np.int64)])
-    k = np.concatenate([k, np.full(len(extra_src), COLLECTIVE_DEPENDENCY, np.int64)])
-    w = np.concatenate([w, np.array(extra_w, np.int64)])
-    path = longest_path(s, d, w, int(offsets[-1]))
-    edges = tuple(_edge(graphs, offsets, node_rank, s, d, k, w, j) for j in path.edges.tolist())
-    coll = tuple(
-        _edge(graphs, offsets, node_rank, s, d, k, w, j)
-        for j in range(len(s) - len(extra_src), len(s))
-    )
+            extra.append((last_node, node + 1, remaining))
+            if wait > 0 and graphs[a.graph].clip.kind[a.row] == KIND_OP:
+                own = (int(base[a.graph]), int(base[a.graph + 1]))
+                extra += _resume_edges(
+                    s, d, k, w, times, cpu, thread, participant, node, own, a, last.start
+                )
+    s, d, k, w = _append(s, d, k, w, extra)
+    _check(s, d, k, w, times, graphs, base, step)
+    path = longest_path(s, d, w, int(base[-1]))
+    touched = np.concatenate([s, d])
+    span = int(times[touched].max() - times[touched].min()) if len(touched) else 0
+    if path.length > span:
+        raise InvariantError(
+            f"{step}: cross-rank path {path.length:,} ns over the step's span {span:,} ns"
+        )
+    n_extra = len(extra)
+    edges = tuple(_edge(graphs, base, s, d, k, w, j) for j in path.edges.tolist())
+    coll = tuple(_edge(graphs, base, s, d, k, w, j) for j in range(len(s) - n_extra, len(s)))
     rank_ns: dict[int, int] = defaultdict(int)
     for e in edges:
         rank_ns[e.dst_rank] += e.weight_ns
-    stragglers = tuple(e.src_rank for e in edges if e.kind == COLLECTIVE_DEPENDENCY)
-    bound_rank = max(rank_ns, key=rank_ns.__getitem__) if rank_ns else graphs[0].rank
+    by_rank = {g.rank: i for i, g in enumerate(graphs)}
+    bound_rank = max(rank_ns, key=lambda r: (rank_ns[r], -r)) if rank_ns else graphs[0].rank
     bound_op = _heaviest_op(graphs[by_rank[bound_rank]], edges, bound_rank)
+    straggler = None
+    if caused and max(caused.values()) > 0:
+        r = max(caused, key=lambda x: (caused[x], -x))
+        straggler = Straggler(r, last_at[r], len(present), worst[r][0], worst[r][1], caused[r])
     return CrossRankPath(
-        step, int(path.length), edges, dict(rank_ns), stragglers, bound_rank, bound_op, coll
+        step,
+        int(path.length),
+        edges,
+        dict(rank_ns),
+        straggler,
+        bound_rank,
+        bound_op,
+        coll,
+        {g.rank: int(waits.get(g.rank, 0)) for g in graphs},
+        {g.rank: int(offsets.get(g.rank, 0)) for g in graphs},
+        span,
     )
 
 
-def _span_pairs(graph: WindowGraph) -> set[tuple[int, int]]:
-    cached = getattr(graph, "_spans", None)
-    if cached is None:
+def _aligned_times(graph: WindowGraph, offset_ns: int) -> np.ndarray:
+    c = graph.clip
+    out = np.empty(2 * c.n, np.int64)
+    out[0::2] = (c.ts + c.origin) * c.unit_ns - offset_ns
+    out[1::2] = (c.ts + np.maximum(c.dur, 0) + c.origin) * c.unit_ns - offset_ns
+    return out
+
+
+def _arrivals(
+    graphs: list[WindowGraph],
+    instances: dict[int, Instance],
+    base: np.ndarray,
+    times: np.ndarray,
+) -> dict[int, list[_Arrival]]:
+    """Each instance's participants that are nodes of this step's graphs (two or more)."""
+    index = {g.rank: i for i, g in enumerate(graphs)}
+    out: dict[int, list[_Arrival]] = {}
+    for cid, inst in instances.items():
+        found = []
+        for rank, ev in inst.members:
+            i = index.get(rank)
+            if i is None:
+                continue
+            row = int(graphs[i].clip.position_of(np.array([ev]))[0])
+            if row < 0 or not _has_span(graphs[i], row):
+                continue
+            node = int(base[i]) + 2 * row
+            found.append(_Arrival(rank, i, row, int(times[node]), int(times[node + 1])))
+        if len(found) >= 2:
+            out[cid] = found
+    return out
+
+
+def _has_span(graph: WindowGraph, row: int) -> bool:
+    spans = graph.__dict__.get("_span_rows")
+    if spans is None:
         e = graph.edges
-        cached = {(int(a), int(b)) for a, b in zip(e.src, e.dst, strict=True) if b == a + 1}
-        object.__setattr__(graph, "_spans", cached)
-    return cached
+        spans = set((e.src[e.dst == e.src + 1] // 2).tolist())
+        object.__setattr__(graph, "_span_rows", spans)
+    return row in spans
+
+
+def _resume_edges(
+    s: np.ndarray,
+    d: np.ndarray,
+    k: np.ndarray,
+    w: np.ndarray,
+    times: np.ndarray,
+    cpu: np.ndarray,
+    thread: np.ndarray,
+    participant: np.ndarray,
+    node: int,
+    nodes: tuple[int, int],
+    waiter: _Arrival,
+    last_start: int,
+) -> list[tuple[int, int, int]]:
+    """CPU threads of the waiting rank blocked on this collective (see the module docstring):
+    their idle edge loses the blocked time (in place), and end → resume edges are returned."""
+    end = waiter.end
+    ta, tb = times[s], times[d]
+    blocked = (
+        cpu[s]
+        & cpu[d]
+        & (thread[s] == thread[d])
+        & (thread[s] != thread[node])
+        & ~participant[s]
+        & ~participant[d]
+        & np.isin(k, (OPERATOR_KERNEL, DEPENDENCY))
+        & (ta < end)
+        & (tb >= end)
+        & (tb - end <= RESUME_NS)
+        & (ta <= last_start)
+        & (s >= nodes[0])
+        & (s < nodes[1])
+    )
+    out = []
+    for j in np.nonzero(blocked)[0].tolist():
+        lost = end - max(int(ta[j]), waiter.start)
+        w[j] = max(0, int(w[j]) - lost)
+        out.append((node + 1, int(d[j]), int(tb[j]) - end))
+    return out
+
+
+def _append(
+    s: np.ndarray, d: np.ndarray, k: np.ndarray, w: np.ndarray, extra: list[tuple[int, int, int]]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    if not extra:
+        return s, d, k, w
+    e = np.array(extra, np.int64).reshape(-1, 3)
+    return (
+        np.concatenate([s, e[:, 0]]),
+        np.concatenate([d, e[:, 1]]),
+        np.concatenate([k, np.full(len(e), COLLECTIVE_DEPENDENCY, np.int64)]),
+        np.concatenate([w, e[:, 2]]),
+    )
+
+
+def _check(
+    s: np.ndarray,
+    d: np.ndarray,
+    k: np.ndarray,
+    w: np.ndarray,
+    times: np.ndarray,
+    graphs: list[WindowGraph],
+    base: np.ndarray,
+    step: str,
+) -> None:
+    """Every edge forward in aligned time, every weight within [0, Δt]."""
+    delta = times[d] - times[s]
+    bad = np.nonzero((delta < 0) | (w < 0) | (w > np.maximum(delta, 0)))[0]
+    if len(bad):
+        e = _edge(graphs, base, s, d, k, w, int(bad[0]))
+        raise InvariantError(
+            f"{step}: {len(bad)} cross-rank edge(s) break time order, first: "
+            f"{TYPE_NAMES[e.kind]} rank {e.src_rank} ev_idx {e.src_ev_idx} "
+            f"({'start' if e.src_start else 'end'}) → rank {e.dst_rank} ev_idx {e.dst_ev_idx} "
+            f"({'start' if e.dst_start else 'end'}): Δt {int(delta[bad[0]]):,} ns, "
+            f"weight {int(w[bad[0]]):,} ns"
+        )
 
 
 def _edge(
     graphs: list[WindowGraph],
-    offsets: np.ndarray,
-    node_rank: np.ndarray,
+    base: np.ndarray,
     s: np.ndarray,
     d: np.ndarray,
     k: np.ndarray,
@@ -138,24 +353,52 @@ def _edge(
     j: int,
 ) -> PathEdge:
     def locate(node: int) -> tuple[int, int, bool, str | None]:
-        i = int(np.searchsorted(offsets, node, side="right")) - 1
-        local = node - int(offsets[i])
+        i = int(np.searchsorted(base, node, side="right")) - 1
+        local = node - int(base[i])
         clip = graphs[i].clip
         label = NODE_LABEL.get(int(clip.kind[local // 2]))
-        return int(node_rank[node]), int(clip.ev_idx[local // 2]), local % 2 == 0, label
+        return graphs[i].rank, int(clip.ev_idx[local // 2]), local % 2 == 0, label
 
     a, b = locate(int(s[j])), locate(int(d[j]))
     return PathEdge(a[0], a[1], a[2], b[0], b[1], b[2], int(k[j]), int(w[j]), a[3], b[3])
 
 
 def _heaviest_op(graph: WindowGraph, edges: tuple[PathEdge, ...], rank: int) -> str:
-    """Name of the event with the most path time on that rank."""
-    time: dict[int, int] = defaultdict(int)
-    for e in edges:
-        if e.dst_rank == rank:
-            time[e.dst_ev_idx] += e.weight_ns
-    if not time:
+    """Name of the range with the most path time on that rank.
+
+    A CPU path edge's time belongs to the range with no node of its own (a python function:
+    `gc.collect()` between two ops) that overlaps it most, else to the innermost range that
+    encloses it on its thread; GPU edges belong to their destination activity.
+    """
+    c = graph.clip
+    time: dict[str, int] = defaultdict(int)
+    mine = sorted(
+        (e for e in edges if e.dst_rank == rank and e.weight_ns > 0), key=lambda e: -e.weight_ns
+    )[:_ATTRIBUTED_EDGES]
+    if not mine:
         return ""
-    ev = max(time, key=time.__getitem__)
-    row = int(graph.clip.position_of(np.array([ev]))[0])
-    return graph.clip.name.at(row) if row >= 0 else ""
+    end = c.ts + np.maximum(c.dur, 0)
+    cpu = c.stream < 0
+    for e in mine:
+        src = int(c.position_of(np.array([e.src_ev_idx]))[0])
+        dst = int(c.position_of(np.array([e.dst_ev_idx]))[0])
+        name_row = dst
+        if src >= 0 and dst >= 0 and cpu[src] and cpu[dst] and c.tid[src] == c.tid[dst]:
+            ta = c.ts[src] if e.src_start else end[src]
+            tb = c.ts[dst] if e.dst_start else end[dst]
+            same = cpu & (c.tid == c.tid[dst])
+            overlap = np.minimum(end, tb) - np.maximum(c.ts, ta)
+            encloses = (c.ts <= ta) & (end >= tb)
+            inside = np.nonzero(same & ~encloses & (overlap > 0))[0]
+            around = np.nonzero(same & encloses)[0]
+            if len(inside):  # rows with no node inside the edge (python functions): the largest
+                best = np.lexsort((-c.dur[inside], -overlap[inside]))[0]
+                name_row = int(inside[best])
+            elif len(around):
+                name_row = int(around[np.argmin(end[around] - c.ts[around])])
+        if name_row >= 0:
+            time[c.name.at(name_row)] += e.weight_ns
+    return max(time, key=lambda n: (time[n], n)) if time else ""
+
+
+_ATTRIBUTED_EDGES = 256  # the heaviest path edges of a rank name its op; the rest are small

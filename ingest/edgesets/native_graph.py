@@ -7,7 +7,7 @@ longest path, with negative weights of a whole µs or more counted as 0 (HTA's `
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -20,6 +20,7 @@ from .native_callstack import (
 )
 from .native_edges import SYNC_DEPENDENCY, Edges, node_times
 from .native_frame import KIND_KERNEL, KIND_OP, KIND_RUNTIME, Frame
+from .native_invariants import Breaks, drop_skewed, enforce, find_breaks
 from .native_kernels import HtaFails, KernelLookups, KernelRules, kernel_edges
 from .native_syncs import InferredSyncs, inferred_edges
 from .native_window import Window, clip, window_bounds
@@ -47,6 +48,8 @@ class WindowGraph:
     edges: Edges  # weight = HTA's weight (negative ones kept)
     path_weight: np.ndarray  # the weight the longest path used (clamped)
     path: LongestPath
+    breaks: Breaks = Breaks()  # invariant breaks (only HTA's semantics may have any)
+    skewed: dict[str, int] = field(default_factory=dict)  # edges left out: back in time
 
     @property
     def unit_ns(self) -> int:
@@ -87,13 +90,19 @@ def build_window(
     if inferred is not None:
         parts.append(inferred_edges(full, c, node, inferred, node_times(c.ts, c.end)))
     edges = dedupe(Edges.concat(parts))
+    skewed: dict[str, int] = {}
+    if not hta:
+        edges, skewed = drop_skewed(edges, c)
     check_syncs(c, edges)
     weight = np.where(edges.weight <= -rules.negative_floor, 0, edges.weight)
     try:
         path = longest_path(edges.src, edges.dst, weight, 2 * c.n)
     except CycleError as exc:
         raise HtaFails("This graph has cycles") from exc
-    return WindowGraph(full.rank, window, bounds, c, edges, weight, path)
+    breaks = find_breaks(c, edges, weight, path.length, full.rank, clamp=not hta)
+    if not hta:
+        enforce(breaks)
+    return WindowGraph(full.rank, window, bounds, c, edges, weight, path, breaks, skewed)
 
 
 def dedupe(edges: Edges) -> Edges:

@@ -36,6 +36,8 @@ class RankSummary:
     inferred_syncs: int
     skipped_edges: int
     seconds: dict[str, float]
+    skewed_edges: dict[str, int]  # edges left out because they go back in time, by type
+    invariant_breaks: str  # HTA's semantics only: what breaks tracegraph's invariants ("" none)
 
 
 def edge_tables(
@@ -48,10 +50,19 @@ def edge_tables(
         windows = []
         by_type: dict[str, int] = {}
         on_path: dict[str, int] = {}
+        skewed: dict[str, int] = {}
+        back = over = past = 0
+        first_break = ""
         for w in b.windows:
             windows.append(_window_entry(w, offset))
             if w.graph is None:
                 continue
+            for kind, n in w.graph.skewed.items():
+                skewed[kind] = skewed.get(kind, 0) + n
+            br = w.graph.breaks
+            back, over = back + br.backward_edges, over + br.overweight_edges
+            past += 1 if br.path_over_span_ns else 0
+            first_break = first_break or br.first
             table, dropped = window_rows(w.graph, run_idx, name, offset)
             tables.append(table)
             skipped += dropped
@@ -73,9 +84,21 @@ def edge_tables(
                 len(b.inferred) if b.inferred is not None else 0,
                 skipped,
                 {k: round(v, 4) for k, v in b.seconds.items()},
+                skewed,
+                _breaks_text(back, over, past, first_break),
             )
         )
     return tables, summaries
+
+
+def _breaks_text(back: int, over: int, past: int, first: str) -> str:
+    if not (back or over or past):
+        return ""
+    return (
+        f"HTA's graph breaks tracegraph's invariants: {back:,} edges back in time, {over:,} "
+        f"weighing more than their Δt, {past} window(s) with a path longer than the window; "
+        f"first: {first}"
+    )
 
 
 def _count(into: dict[str, int], kinds: np.ndarray) -> None:
@@ -100,6 +123,7 @@ def _window_entry(w: WindowResult, path_from: int) -> dict[str, object]:
             start_ns=start,
             end_ns=(int(end) + g.clip.origin) * g.unit_ns,
             path_length_ns=int(g.path.length) * g.unit_ns,
+            breaks=g.breaks.as_dict() if g.breaks.any else None,
             path_order=[path_from, path_from + len(g.path.edges)],
             seconds=round(w.seconds, 4),
         )
@@ -116,6 +140,8 @@ def rank_json(s: RankSummary) -> dict[str, object]:
         "critical_path_edges": s.critical_path_by_type,
         "inferred_syncs": s.inferred_syncs,
         "skipped_edges": s.skipped_edges,
+        "skewed_edges": s.skewed_edges,
+        "invariant_breaks": s.invariant_breaks,
         "windows": len(s.windows),
         "seconds": s.seconds,
     }
@@ -130,17 +156,32 @@ def window_json(
         "whole_trace": window.whole_trace and not all_steps,
         "all_steps": all_steps,
         "ranks": {str(s.rank): list(s.windows) for s in summaries},
-        "cross_rank": [_path_summary(p) for p in paths],
+        "cross_rank": [path_summary(p) for p in paths],
     }
 
 
-def _path_summary(p: CrossRankPath) -> dict[str, object]:
+def path_summary(p: CrossRankPath) -> dict[str, object]:
+    """A cross-rank path as stored in the EdgeSet's window JSON (what the read side shows)."""
+    st = p.straggler
     return {
         "step": p.step,
         "length_ns": p.length_ns,
+        "span_ns": p.span_ns,
         "edges": len(p.edges),
         "rank_ns": {str(r): ns for r, ns in sorted(p.rank_ns.items())},
+        "wait_ns": {str(r): ns for r, ns in sorted(p.wait_ns.items())},
+        "clock_offset_ns": {str(r): ns for r, ns in sorted(p.clock_offset_ns.items())},
         "stragglers": list(p.stragglers),
+        "straggler": None
+        if st is None
+        else {
+            "rank": st.rank,
+            "last_at": st.last_at,
+            "collectives": st.collectives,
+            "lateness_ns": st.lateness_ns,
+            "at": st.at,
+            "caused_wait_ns": st.caused_wait_ns,
+        },
         "bound_by_rank": p.bound_by_rank,
         "bound_by_op": p.bound_by_op,
     }
@@ -217,7 +258,7 @@ def cross_rank_set(
             "all_steps": all_steps,
             "kind": "cross_rank_path",
         },
-        {"all_steps": all_steps, "cross_rank": [_path_summary(p) for p in paths]},
+        {"all_steps": all_steps, "cross_rank": [path_summary(p) for p in paths]},
         {str(r): {"rank": r, "status": "ok", "path_length_ns": None} for r in ranks},
     )
     return row, first_of_each_edge(pa.concat_tables(tables))

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from .. import schema
 from ..store import GraphStore, write_transaction
 from . import records
+from .native_crossrank import Instance
 from .native_edges import TYPE_NAMES
 from .native_frame import KIND_KERNEL, KIND_RUNTIME, NODE_LABEL, Frame
 from .native_graph import WindowGraph
@@ -148,17 +149,19 @@ def run_ranks(
     return run, run_idx, files, counts
 
 
-def collective_members(store: GraphStore, run: str) -> dict[int, list[tuple[int, int]]]:
-    """Collective id → its participants as (rank, ev_idx)."""
-    out: dict[int, list[tuple[int, int]]] = {}
+def collective_instances(store: GraphStore, run: str) -> dict[int, Instance]:
+    """Collective id → its label ("allreduce #3") and participants as (rank, ev_idx)."""
+    members: dict[int, list[tuple[int, int]]] = {}
+    labels: dict[int, str] = {}
     for label in ("Kernel", "Op"):
         table = store.run(
             f"MATCH (p:{label})-[:PART_OF]->(c:Collective) WHERE c.run = $run "
-            "RETURN c.id AS c, p.rank AS rank, p.ev_idx AS ev",
+            "RETURN c.id AS c, c.name AS name, c.seq AS seq, p.rank AS rank, p.ev_idx AS ev",
             {"run": run},
         ).table
-        for c, r, ev in zip(
-            table["c"].to_pylist(), table["rank"].to_pylist(), table["ev"].to_pylist(), strict=True
+        for c, name, seq, r, ev in zip(
+            *(table[col].to_pylist() for col in ("c", "name", "seq", "rank", "ev")), strict=True
         ):
-            out.setdefault(int(c), []).append((int(r), int(ev)))
-    return out
+            members.setdefault(int(c), []).append((int(r), int(ev)))
+            labels[int(c)] = f"{name} #{seq}"
+    return {c: Instance(labels[c], tuple(sorted(m))) for c, m in members.items()}

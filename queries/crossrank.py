@@ -1,0 +1,73 @@
+"""The cross-rank path of each step as stored on a native edge set, in words.
+
+`edges --native` stores, per step, the job's path across ranks in the EdgeSet's window JSON
+(`cross_rank`): its length, the rank and op that bound the step, the straggler with its lateness
+and the wait it caused, each rank's collective wait and clock offset. The CLI, the demo and the
+explorer show it through `describe`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from tracegraph.ingest.store import GraphStore
+
+
+@dataclass(frozen=True)
+class StepVerdict:
+    """What bound one step across ranks, as stored."""
+
+    step: str
+    length_ns: int
+    bound_by_rank: int
+    bound_by_op: str
+    straggler: dict[str, object] | None
+    wait_ns: dict[int, int]
+    clock_offset_ns: dict[int, int]
+
+    @staticmethod
+    def of(summary: dict[str, object]) -> StepVerdict:
+        def ints(key: str) -> dict[int, int]:
+            raw = summary.get(key) or {}
+            assert isinstance(raw, dict)
+            return {int(r): int(v) for r, v in raw.items()}
+
+        straggler = summary.get("straggler")
+        return StepVerdict(
+            str(summary["step"]),
+            int(summary["length_ns"]),  # type: ignore[call-overload]
+            int(summary["bound_by_rank"]),  # type: ignore[call-overload]
+            str(summary.get("bound_by_op") or ""),
+            straggler if isinstance(straggler, dict) else None,
+            ints("wait_ns"),
+            ints("clock_offset_ns"),
+        )
+
+
+def describe(v: StepVerdict) -> str:
+    """One line: the path, what bound it, the straggler and the wait it caused."""
+    text = (
+        f"  {v.step}: across ranks {v.length_ns / 1e3:,.0f} µs, bound by rank {v.bound_by_rank}"
+        + (f" in {v.bound_by_op}" if v.bound_by_op else "")
+    )
+    s = v.straggler
+    if s is None:
+        return text + "; no rank arrived late at a collective"
+    return text + (
+        f"; straggler rank {s['rank']}: last at {s['last_at']} of {s['collectives']} "
+        f"collectives, {int(s['lateness_ns']) / 1e3:,.0f} µs after the others' median arrival "  # type: ignore[call-overload]
+        f"at {s['at']}, {int(s['caused_wait_ns']) / 1e3:,.0f} µs of wait caused on the others"  # type: ignore[call-overload]
+    )
+
+
+def step_verdicts(store: GraphStore, run: str, edge_set: str = "native") -> list[StepVerdict]:
+    """The stored per-step cross-rank verdicts of a native edge set ([] where there are none)."""
+    table = store.run(
+        "MATCH (e:EdgeSet) WHERE e.run = $run AND e.name = $name RETURN e.window AS window",
+        {"run": run, "name": edge_set},
+    ).table
+    if table.num_rows == 0:
+        return []
+    window = json.loads(table["window"][0].as_py() or "{}")
+    return [StepVerdict.of(s) for s in window.get("cross_rank", [])]
