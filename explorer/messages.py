@@ -55,6 +55,7 @@ class StepsListed(Message):
 class CriticalPathLoaded(Message):
     path: CriticalPath | None  # None: the run has no edge set
     window: StepWindow
+    verdict: str = ""  # the step across ranks (native edge set), in words; "" when not built
 
 
 @dataclass

@@ -11,7 +11,7 @@ row per rank and step, written at ingest) both come from it instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -21,6 +21,7 @@ from tracegraph.ingest import schema
 from tracegraph.ingest.steps import STEP_PREFIX, WHOLE_TRACE, busy_in_windows
 from tracegraph.ingest.store import GraphStore
 
+from .crossrank import StepVerdict, step_verdicts
 from .runs import EVENT_LABELS, RunRef, id_filter
 
 STEP_SCHEMA = pa.schema(
@@ -54,6 +55,12 @@ class RunOverview:
     run: RunRef
     step_times: pa.Table  # rank, step, name, id, ts, dur (one row per rank and step)
     steps: pa.Table  # step, name, ranks, min_ns, median_ns, max_ns, spread, slowest_rank, ...
+    # per step name: what bound it across ranks, from the `native` edge set (when built)
+    verdicts: dict[str, StepVerdict] = field(default_factory=dict)
+
+    def start_offsets(self) -> dict[tuple[int, int], int]:
+        """(rank, step) → how much later than the earliest rank the step started (ns)."""
+        return start_offsets(self.step_times)
 
 
 def step_times(store: GraphStore, run: RunRef) -> pa.Table:
@@ -155,9 +162,19 @@ def histogram(values: np.ndarray, bins: int = 8) -> list[int]:
     return [int(c) for c in counts]
 
 
+def start_offsets(times: pa.Table) -> dict[tuple[int, int], int]:
+    """(rank, step) → its start minus the earliest rank's start of that step (ns)."""
+    rows = times.to_pylist()
+    first: dict[int, int] = {}
+    for r in rows:
+        first[r["step"]] = min(first.get(r["step"], r["ts"]), r["ts"])
+    return {(r["rank"], r["step"]): r["ts"] - first[r["step"]] for r in rows}
+
+
 def run_overview(store: GraphStore, run: RunRef) -> RunOverview:
     times = step_times(store, run)
-    return RunOverview(run, times, step_spread(times))
+    verdicts = {v.step: v for v in step_verdicts(store, run.name)}
+    return RunOverview(run, times, step_spread(times), verdicts)
 
 
 def _summary(store: GraphStore, run: RunRef) -> pa.Table:

@@ -11,13 +11,24 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Footer, Header, Label, Static
 from textual.worker import get_current_worker
 
-from tracegraph.queries.overview import gpu_busy, run_overview
+from tracegraph.queries.crossrank import StepVerdict
+from tracegraph.queries.overview import RunOverview, gpu_busy, run_overview
 from tracegraph.queries.step import edge_set_names
 
 from .. import keymap
 from ..messages import GpuBusyLoaded, OverviewLoaded, QueryFailed, RanksListed, StepChosen
 from ..widgets.format import duration, ms, percent, sparkline
 from .base import ExplorerScreen
+
+
+def _straggler_cell(verdict: StepVerdict | None) -> str | Text:
+    """ "rank 2 +40.0" (ms after the others' median arrival), from the native edge set."""
+    if verdict is None:
+        return "—"
+    s = verdict.straggler
+    if s is None:
+        return "none"
+    return Text(f"rank {s['rank']} +{ms(int(s['lateness_ns']))}", style="bold red")  # type: ignore[call-overload]
 
 
 class OverviewScreen(ExplorerScreen):
@@ -36,6 +47,11 @@ class OverviewScreen(ExplorerScreen):
         yield DataTable(id="steps", cursor_type="row", zebra_stripes=True)
         yield Label("Step time per rank (ms), slowest per step in red", classes="section")
         yield DataTable(id="ranks", cursor_type="cell", zebra_stripes=True)
+        yield Label(
+            "Start offset vs the earliest rank / wait in collectives (ms), per rank and step",
+            classes="section",
+        )
+        yield DataTable(id="waits", cursor_type="cell", zebra_stripes=True)
         yield Footer()
 
     def sync(self) -> None:
@@ -103,14 +119,23 @@ class OverviewScreen(ExplorerScreen):
             f" · {ov.run.events:,} events · {ov.steps.num_rows} step(s) · edge sets: {sets}"
             f"{others} · {duration(message.elapsed_s)}"
         )
-        self._fill_steps(ov.steps)
+        self._fill_steps(ov.steps, ov.verdicts)
         self._fill_ranks(ov.step_times, ov.steps)
+        self._fill_waits(ov)
 
-    def _fill_steps(self, steps: pa.Table) -> None:
+    def _fill_steps(self, steps: pa.Table, verdicts: dict[str, StepVerdict]) -> None:
         table = self.query_one("#steps", DataTable)
         table.clear(columns=True)
         table.add_columns(
-            "step", "ranks", "min ms", "median ms", "max ms", "spread", "slowest", "distribution"
+            "step",
+            "ranks",
+            "min ms",
+            "median ms",
+            "max ms",
+            "spread",
+            "slowest",
+            "straggler",
+            "distribution",
         )
         for row in steps.to_pylist():
             table.add_row(
@@ -121,9 +146,34 @@ class OverviewScreen(ExplorerScreen):
                 Text(ms(row["max_ns"]), style="bold red"),
                 percent(row["spread"]),
                 Text(f"rank {row['slowest_rank']}", style="bold red"),
+                _straggler_cell(verdicts.get(row["name"])),
                 sparkline(row["histogram"]),
                 key=str(row["step"]),
             )
+
+    def _fill_waits(self, ov: RunOverview) -> None:
+        """Per rank and step: how late it started, and how long it waited in collectives."""
+        table = self.query_one("#waits", DataTable)
+        table.clear(columns=True)
+        steps = ov.steps.to_pylist()
+        table.add_column("rank", key="rank")
+        for s in steps:
+            table.add_column(s["name"].replace("ProfilerStep", "step"), key=f"step{s['step']}")
+        offsets = ov.start_offsets()
+        for rank in ov.run.ranks:
+            cells: list[str | Text] = [str(rank)]
+            for s in steps:
+                verdict = ov.verdicts.get(s["name"])
+                wait = verdict.wait_ns.get(rank) if verdict else None
+                late = (
+                    verdict is not None
+                    and verdict.straggler is not None
+                    and (verdict.straggler["rank"] == rank)
+                )
+                waited = ms(wait) if wait is not None else "—"
+                text = f"+{ms(offsets.get((rank, s['step'])))} / {waited}"
+                cells.append(Text(text, style="bold red" if late else ""))
+            table.add_row(*cells, key=str(rank))
 
     def _fill_ranks(self, times: pa.Table, steps: pa.Table) -> None:
         table = self.query_one("#ranks", DataTable)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pyarrow as pa
+from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.widgets import Footer, Header, Static
 from textual.worker import get_current_worker
 
+from tracegraph.queries.crossrank import describe, step_verdicts
 from tracegraph.queries.step import (
     CriticalPath,
     StepWindow,
@@ -119,9 +121,11 @@ class StepScreen(ExplorerScreen):
         store = self.explorer.store
         try:
             path = critical_path(store, window, edge_set) if edge_set else None
+            verdicts = step_verdicts(store, window.run)
+            verdict = next((describe(v).strip() for v in verdicts if v.step == window.name), "")
             if get_current_worker().is_cancelled:
                 return
-            self.post_message(CriticalPathLoaded(path, window))
+            self.post_message(CriticalPathLoaded(path, window, verdict))
             marks: set[int] = set()
             if path is not None:
                 marks = set(path.edges["src_id"].to_pylist())
@@ -156,6 +160,7 @@ class StepScreen(ExplorerScreen):
                 f"critical path of [b]{message.path.edge_set}[/b]: {edges.num_rows} edges, "
                 f"{ms(message.path.length_ns)} ms = "
                 f"{percent(message.path.length_ns / (message.window.dur or 1))} of the step"
+                + (f"\n{escape(message.verdict)}" if message.verdict else "")
             )
         table.show(_path_rows(edges), ["#", "type", "µs", "share", "from", "to"])
 

@@ -89,3 +89,10 @@ def pilot_test(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., 
         asyncio.run(test(*args, **kwargs))
 
     return run
+
+
+@pytest.fixture(scope="session")
+def late_db(tui_dbs: Path) -> Iterator[Path]:
+    db = dbs.late_rank_db(tui_dbs)
+    for _ in _store(db):
+        yield db

@@ -162,3 +162,30 @@ def _edge_set_row(name: str, table: pa.Table) -> pa.Table:
         "created_at": "2026-01-01T00:00:00+00:00",
     }
     return pa.Table.from_pylist([row])
+
+
+LATE_RANK, LATE_US = 1, 30_000
+
+
+def late_rank_db(base: Path) -> Path:
+    """A 3-rank synthetic job whose rank 1 sleeps 30 ms per step, with `native --all-steps`."""
+    from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
+    from tracegraph.ingest.edgesets.native import build_native_edge_set
+
+    db = base / "late.kuzu"
+    if not db.exists():
+        config = SyntheticConfig(
+            ranks=3,
+            steps=2,
+            layers=4,
+            straggler_factor=1.0,
+            stall_every=0,
+            late_rank=LATE_RANK,
+            late_us=LATE_US,
+            python_stacks=True,
+            annotate=True,
+        )
+        files = write_per_rank(config, base / "late-traces")
+        ingest(files, db, IngestOptions(run="late"))
+        build_native_edge_set(db, all_steps=True)
+    return db
