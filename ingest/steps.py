@@ -16,13 +16,18 @@ from . import schema
 
 STEP_PREFIX = "ProfilerStep#"
 WHOLE_TRACE = -1
+# ProfilerStep#N is a user_annotation; the 2021 trace format writes it as an `Operator`
+STEP_CATEGORIES = ("user_annotation", "Operator")
 
 
 def step_rows(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
     """The Step rows of one rank's keyed events (as `nodes.with_keys` returns them)."""
     ops = events.select(["label", "cat", "name", "id", "ts", "dur"])
     is_step = pc.and_(
-        pc.and_(pc.equal(ops["label"], "Op"), pc.equal(ops["cat"], "user_annotation")),
+        pc.and_(
+            pc.equal(ops["label"], "Op"),
+            pc.is_in(ops["cat"], value_set=pa.array(STEP_CATEGORIES)),
+        ),
         pc.starts_with(ops["name"], STEP_PREFIX),
     )
     steps = ops.filter(is_step)
@@ -77,7 +82,10 @@ def step_rows(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
 
 
 def busy_in_windows(kernels: pa.Table, times: pa.Table) -> pa.Table:
-    """Union of kernel intervals clipped to each (rank, step) window of `times`."""
+    """Per (rank, step) window of `times`: GPU busy time, the union of every kernel interval
+    clipped to the window (a kernel running across a step boundary counts in both steps, each
+    for its own part), and the step's kernels, those starting at or after its start and before
+    the rank's next step starts (the GPU runs behind the CPU)."""
     w_rank, w_step = times["rank"].to_numpy(), times["step"].to_numpy()
     w_ts = times["ts"].to_numpy()
     w_end = w_ts + times["dur"].to_numpy()
@@ -93,17 +101,9 @@ def busy_in_windows(kernels: pa.Table, times: pa.Table) -> pa.Table:
         starts, ends = k_ts[mine], k_end[mine]
         if len(starts) == 0:
             continue
-        # each kernel belongs to the last window starting at or before it
         slot = np.searchsorted(w_ts[windows], starts, side="right") - 1
-        keep = slot >= 0
-        slot, starts, ends = slot[keep], starts[keep], ends[keep]
-        win = windows[slot]
-        starts = np.maximum(starts, w_ts[win])
-        ends = np.minimum(ends, w_end[win])
-        keep = ends > starts
-        busy_by_window = _union_lengths(slot[keep], starts[keep], ends[keep], len(windows))
-        busy[windows] += busy_by_window
-        counts[windows] += np.bincount(slot, minlength=len(windows))
+        counts[windows] += np.bincount(slot[slot >= 0], minlength=len(windows))
+        busy[windows] = _covered(starts, ends, w_ts[windows], w_end[windows])
     durs = times["dur"].to_numpy()
     share = np.divide(busy, durs, out=np.zeros(len(durs)), where=durs > 0)
     return pa.table(
@@ -117,21 +117,28 @@ def busy_in_windows(kernels: pa.Table, times: pa.Table) -> pa.Table:
     )
 
 
-def _union_lengths(group: np.ndarray, starts: np.ndarray, ends: np.ndarray, n: int) -> np.ndarray:
-    """Total length of the union of intervals per group (groups 0..n-1)."""
-    out = np.zeros(n, dtype=np.int64)
-    if len(starts) == 0:
-        return out
-    base = starts.min()
-    span = int(ends.max() - base) + 1
-    # one running maximum over all groups: offset each group past the previous one's times
-    offset = group.astype(np.int64) * span
-    s, e = starts - base + offset, ends - base + offset
-    order = np.lexsort((s, group))
-    s, e, g = s[order], e[order], group[order]
+def _covered(
+    starts: np.ndarray, ends: np.ndarray, w_start: np.ndarray, w_end: np.ndarray
+) -> np.ndarray:
+    """Length of the union of the intervals inside each window [w_start, w_end]."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], np.maximum(ends[order], starts[order])
     reach = np.maximum.accumulate(e)
-    prev = np.concatenate(([np.iinfo(np.int64).min], reach[:-1]))
-    prev[np.r_[True, g[1:] != g[:-1]]] = np.iinfo(np.int64).min
-    covered = np.maximum(0, e - np.maximum(s, prev))
-    np.add.at(out, g, covered)
+    new = np.ones(len(s), bool)
+    new[1:] = s[1:] > reach[:-1]  # a gap before it: a new merged interval
+    first = np.nonzero(new)[0]
+    a = s[first]
+    b = reach[np.append(first[1:] - 1, len(s) - 1)]
+    cum = np.concatenate([[0], np.cumsum(b - a)])
+    i = np.searchsorted(b, w_start, side="right")  # first merged interval ending after start
+    j = np.searchsorted(a, w_end, side="left") - 1  # last merged interval starting before end
+    out = np.zeros(len(w_start), np.int64)
+    hit = j >= i
+    ii, jj = i[hit], j[hit]
+    out[hit] = (
+        cum[jj + 1]
+        - cum[ii]
+        - np.maximum(0, w_start[hit] - a[ii])
+        - np.maximum(0, b[jj] - w_end[hit])
+    )
     return out

@@ -68,7 +68,9 @@ def test_busy_in_windows_unions_and_clips() -> None:
         }
     )
     busy = busy_in_windows(kernels, windows)
-    assert busy["busy_ns"].to_pylist() == [30 + 10, 10]
+    # each step counts the part of the crossing kernel inside it (it was busy then)
+    assert busy["busy_ns"].to_pylist() == [30 + 10, 30 + 10]
+    assert busy["kernels"].to_pylist() == [3, 1]  # a kernel is the step's where it starts
     assert histogram(np.array([1, 1, 1])) == [3, 0, 0, 0, 0, 0, 0, 0]
 
 
