@@ -9,4 +9,4 @@ WHERE d.edge_set = $edge_set AND a.run = $run AND a.rank = $rank AND d.path_orde
 WITH total, d.type AS edge_type, count(*) AS edges, CAST(sum(d.weight_ns) AS DOUBLE) AS weight
 RETURN edge_type, edges, weight / 1000.0 AS total_us,
        CASE WHEN total > 0 THEN 100.0 * weight / total ELSE 0.0 END AS share_pct
-ORDER BY total_us DESC;
+ORDER BY total_us DESC, edge_type;

@@ -5,4 +5,4 @@ MATCH (r:Runtime)-[:LAUNCHES]->(k:Kernel)
 WHERE r.run = $run AND r.rank = $rank
 RETURN r.name AS call, count(*) AS launches,
        avg(k.ts - r.ts) / 1000.0 AS mean_delay_us, max(k.ts - r.ts) / 1000.0 AS max_delay_us
-ORDER BY launches DESC;
+ORDER BY launches DESC, call;

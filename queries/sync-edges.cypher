@@ -6,4 +6,4 @@ WHERE d.edge_set = $edge_set AND a.run = $run AND d.type = 'sync_dependency'
 RETURN a.rank AS rank, d.on_critical_path AS on_critical_path, a.name AS waited_for,
        b.name AS waiter, label(b) AS waiter_kind, d.dst_boundary AS dst_boundary,
        a.ts + a.dur AS src_end_ns, b.ts AS dst_ts_ns
-ORDER BY rank, src_end_ns;
+ORDER BY rank, src_end_ns, dst_ts_ns, waited_for, waiter;
