@@ -19,6 +19,7 @@ from textual.worker import get_current_worker
 
 from tracegraph.ingest.store import QueryError, query_parameters
 from tracegraph.queries.catalog import CannedQuery, canned_queries, coerce_params
+from tracegraph.queries.guard import QueryRefused, check_read_only
 
 from .. import keymap
 from ..messages import CsvExported, EventChosen, QueryFailed, QueryFinished
@@ -111,6 +112,11 @@ class ConsoleScreen(ExplorerScreen):
         return out
 
     def start(self, cypher: str, params: dict[str, object]) -> None:
+        try:
+            check_read_only(cypher)  # before Kuzu sees it: the database may be shared
+        except QueryRefused as exc:
+            self.show_error("Query refused", str(exc))
+            return
         self.query_one(CypherEditor).remember(cypher)
         self.running, self.stop_requested = True, False
         self._done.clear()

@@ -158,3 +158,33 @@ def test_completions_by_context() -> None:
     assert completions("MATCH (k) WHERE k.na", "") == ["name"]
     assert completions("MATCH (k) RET", "") == ["RETURN"]
     assert completions("MATCH (k) ", "") == []
+
+
+@pilot_test
+async def test_a_query_that_would_harm_the_database_is_refused_before_kuzu(
+    synthetic_db: Path,
+) -> None:
+    before = _files(synthetic_db)
+    app = make_app(synthetic_db, mode="console")
+    async with app.run_test(size=SIZE) as pilot:
+        console = await _console(pilot)
+        editor = console.query_one(CypherEditor)
+        for cypher, says in (
+            ("CHECKPOINT", "not allowed"),
+            ("LOAD FROM '/etc/passwd' (file_format='csv') RETURN *", "--allow-files"),
+        ):
+            editor.load_text(cypher)
+            await pilot.press("ctrl+r")
+            await settle(pilot)
+            assert isinstance(app.screen, ErrorDialog)
+            assert says in app.screen.message
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.screen is console
+    after = _files(synthetic_db)
+    assert after == before  # no .shadow / .wal left behind, the file unchanged
+
+
+def _files(db: Path) -> dict[str, bytes]:
+    """Every file of the database (the file, and any .wal / .shadow beside it)."""
+    return {p.name: p.read_bytes() for p in db.parent.glob(db.name + "*") if p.is_file()}
