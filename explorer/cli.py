@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import NoReturn, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,16 +22,41 @@ import pyarrow.compute as pc
 from tracegraph.ingest.edgesets.hta import RankStatus, build_hta_edge_set
 from tracegraph.ingest.edgesets.native import build_native_edge_set
 from tracegraph.ingest.edgesets.native_options import NativeOptions, OptionsError, emulate
-from tracegraph.ingest.edgesets.native_report import RankSummary
+from tracegraph.ingest.edgesets.native_report import RankSummary, path_summary
 from tracegraph.ingest.edgesets.native_window import Window
 from tracegraph.ingest.errors import IngestError, TraceFormatError
 from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, IngestResult, ingest
+from tracegraph.ingest.schema import MAX_RANK
 from tracegraph.ingest.store import GraphStore, QueryError
-from tracegraph.queries.catalog import CatalogError, canned_queries, canned_query, coerce_params
-from tracegraph.queries.diff import EDGE_VIEW, DiffError, chakra_view, diff_edge_sets
+from tracegraph.queries.catalog import (
+    INT64_MAX,
+    INT64_MIN,
+    CatalogError,
+    canned_queries,
+    canned_query,
+    coerce_params,
+)
+from tracegraph.queries.crossrank import StepVerdict, describe
+from tracegraph.queries.diff import (
+    EDGE_VIEW,
+    DiffError,
+    chakra_view,
+    diff_edge_sets,
+    edge_set_runs,
+    edge_set_window,
+    window_label,
+    window_warning,
+)
 from tracegraph.queries.summary import database_info
-from tracegraph.queries.whatif import Scaling, WhatIfError, compare_what_if, what_if
+from tracegraph.queries.whatif import (
+    CRITICAL_SYNC_ONLY,
+    Scaling,
+    WhatIfError,
+    check_edge_types,
+    compare_what_if,
+    what_if,
+)
 
 from . import output
 from .progress import stderr_progress
@@ -52,7 +80,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         WhatIfError,
         UsageError,
     ) as exc:
-        print(f"tracegraph: error: {exc}", file=sys.stderr)
+        db = getattr(args, "db", None)
+        # a build refused because ranks gave nothing: first what each of them gave, one line each
+        for line in getattr(exc, "rank_lines", ()):
+            print(f"tracegraph: error: {_error_line(UsageError(line), db)}", file=sys.stderr)
+        print(f"tracegraph: error: {_error_line(exc, db)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("tracegraph: interrupted", file=sys.stderr)
@@ -63,8 +95,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+def _error_line(exc: Exception, db: Path | None) -> str:
+    """`<file or db>: <problem>` on one line: messages that name no file get the database's."""
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if db is None or isinstance(exc, TraceFormatError):
+        return message
+    head = message.split(": ", 1)[0]
+    if head == str(db) or os.sep in head or head.endswith((".kuzu", ".json", ".gz")):
+        return message
+    return f"{db}: {message}"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with the CLI's one-line errors (exit code 2), pointing at --help for usage."""
+
+    def error(self, message: str) -> NoReturn:
+        where = self.prog.removeprefix("tracegraph").strip()
+        line = " ".join(f"{where + ': ' if where else ''}{message}".split())
+        self.exit(2, f"tracegraph: error: {line} (see {self.prog} --help)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tracegraph",
         description="PyTorch profiler traces of distributed training as a graph database.",
     )
@@ -75,6 +127,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--db", type=Path, required=True, help="database file (created if missing)")
     p.add_argument("--run", help="run name (default: the folder or file name)")
     p.add_argument("--rank", type=int, help="rank of a single-rank file without distributedInfo")
+    p.add_argument(
+        "--recursive",
+        action="store_true",
+        help="also take trace files in the subfolders of a folder (default: only those in it)",
+    )
     p.add_argument(
         "--rank-of-pid",
         action="append",
@@ -134,6 +191,12 @@ def _parser() -> argparse.ArgumentParser:
         help="with --native: one window per ProfilerStep#N of every rank",
     )
     p.add_argument("--run", help="the run (needed when the database holds several)")
+    p.add_argument(
+        "--allow-empty",
+        action="store_true",
+        help="write the edge set even where a rank gave no edges (by default such a build "
+        "fails and leaves the database as it was)",
+    )
     window = p.add_mutually_exclusive_group()
     window.add_argument("--annotation", help="window: the annotation HTA looks for (substring)")
     window.add_argument("--whole-trace", action="store_true", help="window: the whole trace")
@@ -205,19 +268,29 @@ def _ingest(args: argparse.Namespace) -> int:
     options = IngestOptions(
         run=args.run,
         parse=ParseOptions(rank=args.rank, rank_of_pid=_pid_ranks(args.rank_of_pid)),
+        recursive=args.recursive,
     )
     with stderr_progress() as progress:
         result = ingest(args.paths, args.db, options, progress)
+    for name, why in result.skipped:
+        print(f"tracegraph: skipped {name}: {why}", file=sys.stderr)
     _print_ingest(result, args.db)
     return 0
+
+
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def _pid_ranks(items: list[str]) -> dict[int, int]:
     out = {}
     for item in items:
-        pid, sep, rank = item.partition("=")
-        if not sep or not pid.strip().lstrip("-").isdigit() or not rank.strip().isdigit():
-            raise UsageError(f"--rank-of-pid expects PID=RANK with integers, got '{item}'")
+        pid, sep, rank = (part.strip() for part in item.partition("="))
+        if not sep or not _INTEGER.fullmatch(pid) or not _INTEGER.fullmatch(rank):
+            raise UsageError(f"--rank-of-pid {item}: expected PID=RANK with integers")
+        if not INT64_MIN <= int(pid) <= INT64_MAX:
+            raise UsageError(f"--rank-of-pid {item}: pid {pid} is out of the 64-bit range")
+        if not 0 <= int(rank) <= MAX_RANK:
+            raise UsageError(f"--rank-of-pid {item}: rank {rank} is out of range 0..{MAX_RANK}")
         out[int(pid)] = int(rank)
     return out
 
@@ -278,14 +351,15 @@ def _indent(text: str) -> str:
 
 
 def _query(args: argparse.Namespace) -> int:
-    params = _parse_params(args.param)
+    raw = _raw_params(args.param)
     if args.canned and args.cypher:
         raise UsageError("give either a Cypher statement or --canned NAME, not both")
     if args.canned:
         canned = canned_query(args.canned)
-        cypher, params = canned.cypher, coerce_params(canned, params)
+        cypher, params = canned.cypher, coerce_params(canned, raw)
     elif args.cypher:
         cypher = args.cypher
+        params = {key: _param_value(key, text) for key, text in raw.items()}
     else:
         raise UsageError("query needs a Cypher statement or --canned NAME")
     with _open(args.db, timeout_ms=int(args.timeout_s * 1000)) as store:
@@ -295,31 +369,77 @@ def _query(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_params(items: list[str]) -> dict[str, object]:
-    params: dict[str, object] = {}
+def _raw_params(items: list[str]) -> dict[str, str]:
+    """`--param K=V` items as text, by name (a canned query types them by its header)."""
+    params: dict[str, str] = {}
     for item in items:
         key, sep, raw = item.partition("=")
+        key = key.strip()
         if not sep or not key:
-            raise UsageError(f"--param expects K=V, got '{item}'")
-        params[key] = _param_value(raw)
+            raise UsageError(f"--param {item}: expected NAME=VALUE")
+        if not key.isidentifier():
+            raise UsageError(f"--param {item}: '{key}' is not a parameter name")
+        params[key] = raw
     return params
 
 
-def _param_value(raw: str) -> object:
-    """Integers, floats, true/false and JSON lists as such; anything else as a string."""
-    for convert in (int, float):
+def _param_value(key: str, raw: str) -> object:
+    """Integers (64-bit), finite floats, true/false and JSON lists of one type as such;
+    anything else as a string (so text such as `[param|...]` that is no JSON stays text)."""
+    text = raw.strip()
+    if _INTEGER.fullmatch(text):
+        value = int(text)
+        if not INT64_MIN <= value <= INT64_MAX:
+            raise UsageError(f"--param {key}={raw}: integer out of the 64-bit range")
+        return value
+    try:
+        number = float(text)
+    except ValueError:
+        pass
+    else:
+        if math.isfinite(number):
+            return number
+    if text in ("true", "false"):
+        return text == "true"
+    if text.startswith("["):
         try:
-            return convert(raw)
-        except ValueError:
-            pass
-    if raw in ("true", "false"):
-        return raw == "true"
-    if raw.startswith("["):
-        try:
-            return json.loads(raw)
+            value = json.loads(text)
         except json.JSONDecodeError:
-            pass
+            return raw
+        problem = _list_problem(value)
+        if problem:
+            raise UsageError(f"--param {key}={raw}: {problem}")
+        return value
     return raw
+
+
+def _list_problem(value: object) -> str | None:
+    """Why Kuzu cannot take this JSON list as a parameter (None: it can)."""
+    if not isinstance(value, list):
+        return None
+    items = [v for v in value if v is not None]
+    if not items:
+        return "an empty list (or one of nulls) has no type; give at least one value"
+    kinds = set()
+    for item in items:
+        if isinstance(item, bool):
+            kinds.add("true/false")
+        elif isinstance(item, int | float):
+            if isinstance(item, int) and not INT64_MIN <= item <= INT64_MAX:
+                return f"{item} is out of the 64-bit range"
+            kinds.add("number")
+        elif isinstance(item, str):
+            kinds.add("string")
+        elif isinstance(item, list):
+            problem = _list_problem(item)
+            if problem:
+                return problem
+            kinds.add("list")
+        else:
+            return "lists hold numbers, strings, true/false or lists, not objects"
+    if len(kinds) > 1:
+        return f"a list mixes {', '.join(sorted(kinds))}; its values must be of one type"
+    return None
 
 
 def _edges(args: argparse.Namespace) -> int:
@@ -334,6 +454,9 @@ def _edges(args: argparse.Namespace) -> int:
     )
     if args.hta and native_flags:
         raise UsageError("--emulate, --all-steps and the heuristic flags go with --native")
+    cutoff = args.kernel_gap_cutoff_us
+    if cutoff is not None and not (math.isfinite(cutoff) and 0 <= cutoff * 1000 <= INT64_MAX):
+        raise UsageError(f"--kernel-gap-cutoff-us {cutoff:g}: expected a finite number of µs >= 0")
     return _native_edges(args) if args.native else _hta_edges(args)
 
 
@@ -348,6 +471,7 @@ def _hta_edges(args: argparse.Namespace) -> int:
             instance=args.instance,
             cache_root=args.cache or _cache_root() / "hta",
             progress=progress,
+            allow_empty=args.allow_empty,
         )
     window = (
         f"'{result.annotation}' instance {result.instance or 0}"
@@ -359,7 +483,30 @@ def _hta_edges(args: argparse.Namespace) -> int:
         f"{result.edges_loaded:,} edges"
     )
     _print_rank_status(result.ranks)
-    return 0
+    return _exit_code_for(result.ranks, args.db)
+
+
+class _RankOutcome(Protocol):
+    rank: int
+    status: str
+    message: str
+
+
+def _exit_code_for(ranks: Sequence[_RankOutcome], db: Path | str | None = None) -> int:
+    """2 when every rank failed (one stderr line per rank: `rank N: message`), else 0.
+
+    Only reached with --allow-empty when a rank gave no edges (without it the builder refuses
+    to write, `EmptyEdgeSetError`): a build where some ranks succeed then exits 0, its failed
+    ranks reported with the others.
+    `db`, when given, leads each line as in the CLI's other errors.
+    """
+    if not ranks or any(r.status == "ok" for r in ranks):
+        return 0
+    where = f"{db}: " if db is not None else ""
+    for r in ranks:
+        message = " ".join(str(r.message).split()) or "failed"
+        print(f"tracegraph: error: {where}rank {r.rank}: {message}", file=sys.stderr)
+    return 2
 
 
 def _native_edges(args: argparse.Namespace) -> int:
@@ -385,6 +532,7 @@ def _native_edges(args: argparse.Namespace) -> int:
             window=window,
             all_steps=args.all_steps,
             progress=progress,
+            allow_empty=args.allow_empty,
         )
     print(
         f"edge set '{result.name}' of run '{result.run}': {result.edges_loaded:,} edges"
@@ -395,19 +543,51 @@ def _native_edges(args: argparse.Namespace) -> int:
         )
     )
     _print_rank_status(result.ranks)
+    if result.all_steps or not result.window.whole_trace:
+        _print_windows(result.ranks)
+    _print_skewed(result.ranks)
     for path in result.cross_rank:
-        print(
-            f"  {path.step}: across ranks {path.length_ns / 1e3:,.0f} µs, bound by rank "
-            f"{path.bound_by_rank} ({path.bound_by_op})"
-            + (f"; stragglers {list(path.stragglers)}" if path.stragglers else "")
-        )
-    return 0
+        print(describe(StepVerdict.of(path_summary(path))))
+    for note in result.cross_rank_left_out:
+        print(f"  cross-rank: {note}")
+    return _exit_code_for(result.ranks, args.db)
+
+
+def _print_windows(ranks: Sequence[RankSummary]) -> None:
+    """Each window's path by rank and step (never summed), and the windows left out and why."""
+    for rank in ranks:
+        for w in rank.windows:
+            label = w["step"] or f"{w['annotation']}[{w['instance']}]"
+            if w["status"] != "ok":
+                print(f"    rank {rank.rank} {label}: left out: {w['message']}")
+                continue
+            span = int(w["end_ns"]) - int(w["start_ns"])  # type: ignore[call-overload]
+            length = int(w["path_length_ns"])  # type: ignore[call-overload]
+            share = f" ({length / span:.1%} of the window)" if span > 0 else ""
+            print(
+                f"    rank {rank.rank} {label}: path {length / 1e3:,.0f} µs in a "
+                f"{span / 1e3:,.0f} µs window{share}"
+            )
+
+
+def _print_skewed(ranks: Sequence[RankSummary]) -> None:
+    for rank in ranks:
+        if rank.skewed_edges:
+            kinds = ", ".join(f"{t} {n:,}" for t, n in sorted(rank.skewed_edges.items()))
+            print(f"  rank {rank.rank}: left out edges that go back in time (clock skew): {kinds}")
+        if rank.invariant_breaks:
+            print(f"  rank {rank.rank}: warning: {rank.invariant_breaks}")
 
 
 def _print_rank_status(ranks: Sequence[RankStatus | RankSummary]) -> None:
     for rank in ranks:
         if rank.status == "ok":
             by_type = ", ".join(f"{t} {n:,}" for t, n in sorted(rank.edges_by_type.items()))
+            windows = getattr(rank, "windows", ())
+            if len(windows) > 1:  # one path per window, listed below: never summed
+                ok = sum(1 for w in windows if w["status"] == "ok")
+                print(f"  rank {rank.rank}: {ok} of {len(windows)} windows built; {by_type}")
+                continue
             length = (rank.path_length_ns or 0) / 1e3
             print(f"  rank {rank.rank}: critical path {length:,.0f} µs; {by_type}")
         else:
@@ -416,17 +596,99 @@ def _print_rank_status(ranks: Sequence[RankStatus | RankSummary]) -> None:
 
 def _whatif(args: argparse.Namespace) -> int:
     scaling = Scaling.parse(args.scale)
+    removed = check_edge_types(args.remove)
     with _open(args.db) as store:
         if args.compare:
             table = compare_what_if(
-                store, args.edge_set, args.compare, run=args.run, scaling=scaling
+                store,
+                args.edge_set,
+                args.compare,
+                run=args.run,
+                scaling=scaling,
+                remove_types=removed,
             )
+            warning = None
+            if args.compare != CRITICAL_SYNC_ONLY:
+                runs = set(edge_set_runs(store, args.edge_set)) & set(
+                    edge_set_runs(store, args.compare)
+                )
+                run = args.run or (next(iter(runs)) if len(runs) == 1 else None)
+                if run is not None:
+                    warning = window_warning(store, args.edge_set, args.compare, run)
+            shown = _compare_table(table)
+            title = [
+                f"A = {args.edge_set}, B = "
+                + (
+                    f"{args.edge_set} with only the sync edges on its critical path"
+                    if args.compare == CRITICAL_SYNC_ONLY
+                    else args.compare
+                )
+                + f"; durations: {scaling.describe()}"
+                + (f"; removed from both: {', '.join(removed)} edges" if removed else ""),
+            ]
+            rows = table
         else:
-            table = what_if(
-                store, args.edge_set, run=args.run, scaling=scaling, remove_types=tuple(args.remove)
-            ).lengths
-    sys.stdout.write(output.render(table, args.format))
+            result = what_if(
+                store, args.edge_set, run=args.run, scaling=scaling, remove_types=removed
+            )
+            warning = None
+            rows = result.lengths
+            shown = _whatif_table(rows)
+            title = [
+                f"edge set '{result.edge_set}' of run '{result.run}'; durations: "
+                f"{scaling.describe()}"
+                + (f"; removed: {', '.join(removed)} edges" if removed else "")
+            ]
+    if warning:
+        print(f"tracegraph: warning: {warning}", file=sys.stderr)
+    if args.format != "table":
+        sys.stdout.write(output.render(shown, args.format))
+        return 0
+    title.append("critical-path length per rank and window, µs (ratio = after / before)")
+    if rows.num_rows and -1 in rows["rank"].to_pylist():
+        title.append("rank -1: all ranks as one graph, joined at the collectives")
+    print("\n".join(title))
+    sys.stdout.write(output.render(shown) if rows.num_rows else "no edges\n")
     return 0
+
+
+def _us(ns: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return pc.divide(pc.cast(ns, pa.float64()), 1e3)
+
+
+def _ratio(after: pa.ChunkedArray, before: pa.ChunkedArray) -> pa.Array:
+    before_f = pc.cast(before, pa.float64())
+    valid = pc.fill_null(pc.greater(before_f, 0), False)
+    return pc.if_else(valid, pc.divide(pc.cast(after, pa.float64()), before_f), None)
+
+
+def _whatif_table(lengths: pa.Table) -> pa.Table:
+    """What-if lengths as a person reads them: µs before and after, and their ratio."""
+    return pa.table(
+        {
+            "rank": lengths["rank"],
+            "window": lengths["window"],
+            "path_before_us": _us(lengths["baseline_ns"]),
+            "path_after_us": _us(lengths["scaled_ns"]),
+            "ratio": _ratio(lengths["scaled_ns"], lengths["baseline_ns"]),
+            "path_edges_changed": lengths["path_edges_changed"],
+        }
+    )
+
+
+def _compare_table(table: pa.Table) -> pa.Table:
+    return pa.table(
+        {
+            "rank": table["rank"],
+            "window": table["window"],
+            "a_before_us": _us(table["a_baseline_ns"]),
+            "a_after_us": _us(table["a_scaled_ns"]),
+            "a_ratio": _ratio(table["a_scaled_ns"], table["a_baseline_ns"]),
+            "b_before_us": _us(table["b_baseline_ns"]),
+            "b_after_us": _us(table["b_scaled_ns"]),
+            "b_ratio": _ratio(table["b_scaled_ns"], table["b_baseline_ns"]),
+        }
+    )
 
 
 def _cache_root() -> Path:
@@ -438,6 +700,12 @@ def _diff(args: argparse.Namespace) -> int:
     with _open(args.db) as store:
         diff = diff_edge_sets(store, args.set_a, args.set_b, args.run, args.edge_type, args.rank)
         chakra = chakra_view(store, diff.run, [args.set_a, args.set_b])
+        windows = [
+            window_label(edge_set_window(store, name, diff.run)) for name in (diff.a, diff.b)
+        ]
+        warning = window_warning(store, diff.a, diff.b, diff.run)
+    if warning:
+        print(f"tracegraph: warning: {warning}", file=sys.stderr)
     if args.format == "json":
         print(
             json.dumps(
@@ -445,6 +713,7 @@ def _diff(args: argparse.Namespace) -> int:
                     "run": diff.run,
                     "a": diff.a,
                     "b": diff.b,
+                    "windows": {"a": windows[0], "b": windows[1]},
                     "counts": diff.counts.to_pylist(),
                     "path_lengths": diff.path_lengths.to_pylist(),
                     "sync_edges": chakra.to_pylist(),
@@ -458,7 +727,7 @@ def _diff(args: argparse.Namespace) -> int:
     if args.format == "csv":
         sys.stdout.write(output.render(diff.edges, "csv"))
         return 0
-    print(f"run '{diff.run}': A = {diff.a}, B = {diff.b}")
+    print(f"run '{diff.run}': A = {diff.a} ({windows[0]}), B = {diff.b} ({windows[1]})")
     print("edges by rank and type:")
     print(_indent(output.render(diff.counts)))
     print("critical path length (µs) and status per rank:")
@@ -537,10 +806,7 @@ def _demo(args: argparse.Namespace) -> int:
     print(_indent(output.render(diff.counts)))
     print("the job's critical path per step, across ranks (edge set 'native'):")
     for path in native.cross_rank:
-        print(
-            f"  {path.step}: {path.length_ns / 1e3:,.0f} µs, bound by rank {path.bound_by_rank}"
-            f" ({path.bound_by_op})"
-        )
+        print(describe(StepVerdict.of(path_summary(path))))
     return 0
 
 

@@ -15,7 +15,7 @@ from . import collectives, link, nodes, schema, syncs
 from .edgesets.native_cache import store_sources
 from .edgesets.native_frame import FrameSource, frame_source
 from .errors import IngestError, TraceFormatError
-from .parse import ParseOptions, RankTrace, parse_file
+from .parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
 from .steps import step_rows
 from .store import KUZU_VERSION, GraphStore, write_transaction
 
@@ -29,6 +29,7 @@ Progress = Callable[[str, int, int], None]
 class IngestOptions:
     run: str | None = None
     parse: ParseOptions = field(default_factory=ParseOptions)
+    recursive: bool = False  # a folder's subfolders too (else only the files directly in it)
 
 
 @dataclass(frozen=True)
@@ -44,28 +45,75 @@ class IngestResult:
     ranks: list[RankSummary]
     collectives: int
     edges: dict[str, int]
+    # files found in a folder that are JSON but no trace: (name within the folder, why)
+    skipped: tuple[tuple[str, str], ...] = ()
 
 
-def trace_files(paths: Iterable[Path]) -> list[Path]:
-    """Files named, and trace files (*.json, *.json.gz) found under folders named, in order."""
-    found: list[Path] = []
+@dataclass(frozen=True)
+class _Source:
+    """A file to ingest, and the folder it was found in (None: named itself)."""
+
+    path: Path
+    folder: Path | None = None
+
+    @property
+    def name(self) -> str:
+        """The file as its folder's listing names it (its path when named itself)."""
+        return str(self.path.relative_to(self.folder) if self.folder else self.path)
+
+
+def trace_files(paths: Iterable[Path], recursive: bool = False) -> list[Path]:
+    """Files named, and trace files (*.json, *.json.gz) in folders named, in order; a folder's
+    subfolders only when `recursive`."""
+    return [s.path for s in _sources(paths, recursive)]
+
+
+def _sources(paths: Iterable[Path], recursive: bool) -> list[_Source]:
+    found: list[_Source] = []
     for path in paths:
         if path.is_dir():
-            inside = sorted(
-                p.resolve() for p in path.rglob("*") if p.is_file() and _is_trace_name(p)
-            )
+            folder = path.resolve()
+            inside = sorted(_trace_names(folder, recursive))
             if not inside:
-                raise TraceFormatError(path, "folder holds no trace files (*.json, *.json.gz)")
-            found.extend(inside)
+                deeper = "" if recursive else _subfolder_hint(folder)
+                raise TraceFormatError(
+                    path, f"folder holds no trace files (*.json, *.json.gz){deeper}"
+                )
+            found.extend(_Source(p, folder) for p in inside)
         elif path.exists():
-            found.append(path.resolve())
+            found.append(_Source(path.resolve()))
         else:
             raise TraceFormatError(path, "no such file or folder")
     return found
 
 
+def _trace_names(folder: Path, recursive: bool) -> Iterator[Path]:
+    for p in folder.rglob("*") if recursive else folder.iterdir():
+        if p.is_file() and _is_trace_name(p):
+            yield p
+
+
+def _subfolder_hint(folder: Path) -> str:
+    deeper = sum(1 for _ in _trace_names(folder, recursive=True))
+    return f"; {deeper} in its subfolders (use --recursive)" if deeper else ""
+
+
 def _is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
+
+
+def _not_a_trace(path: Path) -> str | None:
+    """Why a file that failed to parse is JSON but no trace (None: it is a broken trace, or
+    no JSON at all). Only files that failed are read again, so this costs nothing otherwise."""
+    try:
+        document = json.loads(read_trace_bytes(path))
+    except (TraceFormatError, ValueError, RecursionError):
+        return None
+    if isinstance(document, dict) and "traceEvents" not in document:
+        return "not a trace (no traceEvents)"
+    if not isinstance(document, dict | list):
+        return "not a trace (JSON, but no object or event list)"
+    return None
 
 
 def ingest(
@@ -74,15 +122,24 @@ def ingest(
     options: IngestOptions = IngestOptions(),
     progress: Progress | None = None,
 ) -> IngestResult:
-    """Ingest trace files (per rank or merged) as one run; all or nothing."""
-    files = trace_files(paths)
+    """Ingest trace files (per rank or merged) as one run; all or nothing.
+
+    A folder gives the trace files in it (in its subfolders too with `options.recursive`); one
+    of those that is JSON but no trace (e.g. a run's metadata) is skipped and listed in the
+    result's `skipped`. A file named itself must be a trace, and each folder must give one.
+    """
+    paths = list(paths)
+    found = _sources(paths, options.recursive)
     report = progress or (lambda stage, done, total: None)
-    run = options.run or _default_run_name(files)
+    run = options.run or _default_run_name(paths, [s.path for s in found])
     sources: dict[str, list[FrameSource]] = {}
+    files: list[Path] = []  # the files ingested, filled as they are parsed
+    skipped: list[tuple[str, str]] = []
     with write_transaction(db) as store:
-        run_idx = _claim_run(store, run)
-        traces = _rank_traces(files, options.parse, report)
+        run_idx = _claim_run(store, run, db)
+        traces = _rank_traces(found, options.parse, report, files, skipped)
         result = _load(store, _keep_frame_sources(traces, sources), run, run_idx, files)
+    result = replace(result, skipped=tuple(skipped))
     # The native builder's inputs, cached beside the database once it is committed, so the
     # first `edges --native` starts from columns instead of decoding the JSON again.
     for file, file_sources in sources.items():
@@ -98,12 +155,33 @@ def _keep_frame_sources(
         yield trace
 
 
-def _rank_traces(files: list[Path], options: ParseOptions, report: Progress) -> Iterator[RankTrace]:
-    """The ranks of each file in turn; only one file's events are held at a time."""
+def _rank_traces(
+    found: list[_Source],
+    options: ParseOptions,
+    report: Progress,
+    files: list[Path],
+    skipped: list[tuple[str, str]],
+) -> Iterator[RankTrace]:
+    """The ranks of each file in turn; only one file's events are held at a time. Files
+    parsed are appended to `files`; a folder's files that are no trace to `skipped`."""
     owner: dict[int, str] = {}
-    for i, path in enumerate(files):
-        report("ingest", i, len(files))
-        traces = parse_file(path, options)
+    from_folder: dict[Path, int] = {}
+    passed_over: dict[Path, list[str]] = {}
+    for i, source in enumerate(found):
+        path = source.path
+        report("ingest", i, len(found))
+        try:
+            traces = parse_file(path, options)
+        except TraceFormatError:
+            why = _not_a_trace(path) if source.folder is not None else None
+            if why is None or source.folder is None:
+                raise
+            skipped.append((source.name, why))
+            passed_over.setdefault(source.folder, []).append(source.name)
+            continue
+        files.append(path)
+        if source.folder is not None:
+            from_folder[source.folder] = from_folder.get(source.folder, 0) + 1
         while traces:
             rank = traces[0].rank
             if rank in owner:
@@ -114,23 +192,32 @@ def _rank_traces(files: list[Path], options: ParseOptions, report: Progress) -> 
                 )
             owner[rank] = str(path)
             yield traces.pop(0)  # keep no reference here: the consumer frees it as it goes
-    report("ingest", len(files), len(files))
+    for folder in dict.fromkeys(s.folder for s in found if s.folder is not None):
+        if not from_folder.get(folder):
+            names = passed_over.get(folder, [])
+            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            raise TraceFormatError(folder, f"folder holds no traces ({shown}: not a trace)")
+    report("ingest", len(found), len(found))
 
 
-def _default_run_name(files: list[Path]) -> str:
+def _default_run_name(paths: Sequence[Path], files: list[Path]) -> str:
+    """A folder named alone gives its name; else one file its name, several their folder's."""
+    if len(paths) == 1 and paths[0].is_dir():
+        return paths[0].resolve().name or "run"
     first = files[0]
     base = first.parent.name if len(files) > 1 else first.name.split(".")[0]
     return base or "run"
 
 
-def _claim_run(store: GraphStore, run: str) -> int:
+def _claim_run(store: GraphStore, run: str, db: Path) -> int:
+    # errors name the database, not the staging copy `store` is open on
     existing = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
     if run in existing["name"].to_pylist():
-        raise IngestError(f"{store.path}: run '{run}' already exists; choose another --run")
+        raise IngestError(f"{db}: run '{run}' already exists; choose another --run")
     used = existing["idx"].to_pylist()
     run_idx = max(used) + 1 if used else 0
     if run_idx > schema.MAX_RUNS:
-        raise IngestError(f"{store.path}: too many runs in one database ({run_idx})")
+        raise IngestError(f"{db}: too many runs in one database ({run_idx})")
     return run_idx
 
 
@@ -158,14 +245,21 @@ class _Batch:
 
     def flush(self) -> None:
         for label, tables in self.nodes.items():
-            if tables:
-                self.store.copy(label, pa.concat_tables(tables))
+            if any(t.num_rows for t in tables):
+                self.store.copy(label, _concat(tables))
             tables.clear()
         for label, tables in self.edges.items():
-            if tables:
-                self.store.copy_edges(label, pa.concat_tables(tables))
+            if any(t.num_rows for t in tables):
+                self.store.copy_edges(label, _concat(tables))
             tables.clear()
         self.rows = 0
+
+
+def _concat(tables: list[pa.Table]) -> pa.Table:
+    """The non-empty tables as one: a rank without rows of a kind (a CPU-only rank's runtime
+    calls) gives an empty table, whose columns may be null-typed and which, as the first chunk
+    of a COPY, made Kuzu load none of the rows after it."""
+    return pa.concat_tables([t for t in tables if t.num_rows], promote_options="default")
 
 
 def _load(

@@ -8,6 +8,10 @@ Header format (the first comment lines of the file):
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 
@@ -27,6 +31,15 @@ class CatalogError(Exception):
     """A canned query that does not exist or whose file is malformed."""
 
 
+class ParamError(CatalogError, ValueError):
+    """A parameter value that is not of the type the query's header declares (one line)."""
+
+
+# The parameter types a header may declare.
+PARAM_TYPES = ("string", "int", "float", "bool")
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
+
+
 def _parse(name: str, text: str) -> CannedQuery:
     header = [line[2:].strip() for line in text.splitlines() if line.startswith("//")]
     if not header:
@@ -39,6 +52,11 @@ def _parse(name: str, text: str) -> CannedQuery:
     for item in filter(None, (p.strip() for p in fields.get("params", "").split(","))):
         pname, _, ptype = item.partition(" ")
         params[pname] = ptype.strip("() ") or "string"
+        if params[pname] not in PARAM_TYPES:
+            raise CatalogError(
+                f"{name}.cypher: parameter {pname} has type '{params[pname]}' "
+                f"(types: {', '.join(PARAM_TYPES)})"
+            )
     cypher = "\n".join(line for line in text.splitlines() if not line.startswith("//")).strip()
     used = query_parameters(cypher)
     if used != set(params):
@@ -67,17 +85,56 @@ def canned_query(name: str) -> CannedQuery:
     return queries[name]
 
 
-def coerce_params(query: CannedQuery, given: dict[str, object]) -> dict[str, object]:
-    """Cast CLI parameter values to the types the query's header declares."""
+def coerce_params(query: CannedQuery, given: Mapping[str, object]) -> dict[str, object]:
+    """Cast parameter values (text as typed, or values already typed) to the types the query's
+    header declares; a value that is not of that type, or a parameter the query does not
+    declare, is a ParamError naming the parameter, the value and the type."""
     out: dict[str, object] = {}
     for key, value in given.items():
         kind = query.params.get(key)
-        if kind == "int":
-            out[key] = int(str(value))
-        elif kind == "float":
-            out[key] = float(str(value))
-        elif kind == "string":
-            out[key] = str(value)
-        else:
-            out[key] = value
+        if kind is None:
+            declared = ", ".join(f"{p} ({t})" for p, t in query.params.items()) or "none"
+            raise ParamError(
+                f"canned query '{query.name}' has no parameter '{key}' (params: {declared})"
+            )
+        out[key] = _coerce(query.name, key, kind, value)
     return out
+
+
+def _coerce(name: str, key: str, kind: str, value: object) -> object:
+    text = value if isinstance(value, str) else json.dumps(value)
+    converted: object = None
+    if kind == "string":
+        converted = value if isinstance(value, str) else text
+    elif kind == "int":
+        if isinstance(value, int) and not isinstance(value, bool):
+            converted = value
+        elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+            converted = int(value)
+        if isinstance(converted, int) and not INT64_MIN <= converted <= INT64_MAX:
+            raise ParamError(
+                f"parameter {key}={text}: out of the 64-bit integer range "
+                f"(canned query '{name}' declares {key} (int))"
+            )
+    elif kind == "float":
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            converted = float(value)
+        elif isinstance(value, str):
+            try:
+                converted = float(value)
+            except ValueError:
+                converted = None
+        if isinstance(converted, float) and not math.isfinite(converted):
+            converted = None
+    elif kind == "bool":
+        if isinstance(value, bool):
+            converted = value
+        elif isinstance(value, str) and value.strip().lower() in ("true", "false"):
+            converted = value.strip().lower() == "true"
+    if converted is None:
+        article = "an" if kind == "int" else "a"
+        raise ParamError(
+            f"parameter {key}={text}: not {article} {kind} "
+            f"(canned query '{name}' declares {key} ({kind}))"
+        )
+    return converted

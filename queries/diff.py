@@ -54,6 +54,58 @@ def edge_set_runs(store: GraphStore, name: str) -> list[str]:
     return rows.table["run"].to_pylist()
 
 
+def edge_set_window(store: GraphStore, name: str, run: str) -> dict[str, object]:
+    """The edge set's window as its EdgeSet node records it (`window` JSON, else the window
+    fields of `options`); {} when neither says."""
+    rows = store.run(
+        "MATCH (e:EdgeSet) WHERE e.name = $name AND e.run = $run "
+        "RETURN e.window AS window, e.options AS options",
+        {"name": name, "run": run},
+    ).table.to_pylist()
+    for field in ("window", "options"):
+        for row in rows:
+            try:
+                parsed = json.loads(row[field] or "{}")
+            except json.JSONDecodeError:
+                continue
+            if isinstance(parsed, dict) and set(parsed) & set(WINDOW_FIELDS):
+                return parsed
+    return {}
+
+
+WINDOW_FIELDS = ("annotation", "instance", "all_steps", "whole_trace")
+
+
+def window_label(window: dict[str, object]) -> str:
+    """`every ProfilerStep`, `whole trace`, or the annotation's instance (`ProfilerStep[1]`);
+    `unknown window` where the record says none of these."""
+    if not set(window) & set(WINDOW_FIELDS):
+        return "unknown window"
+    if window.get("all_steps") is True:
+        return "every ProfilerStep"
+    annotation = window.get("annotation")
+    if window.get("whole_trace") is True or not annotation:
+        return "whole trace"
+    instance = window.get("instance")
+    return f"{annotation}[{instance if instance is not None else 0}]"
+
+
+def window_warning(store: GraphStore, a: str, b: str, run: str) -> str | None:
+    """`A covers X, B covers Y: differences include the window` when the two edge sets were
+    built over different windows (None when the windows match or one is not recorded)."""
+    labels = [window_label(edge_set_window(store, name, run)) for name in (a, b)]
+    if "unknown window" in labels or labels[0] == labels[1]:
+        return None
+
+    def covers(label: str) -> str:
+        return "the whole trace" if label == "whole trace" else label
+
+    return (
+        f"{a} covers {covers(labels[0])}, {b} covers {covers(labels[1])}: "
+        "differences include the window"
+    )
+
+
 def diff_edge_sets(
     store: GraphStore,
     a: str,
@@ -75,7 +127,7 @@ def _common_run(store: GraphStore, a: str, b: str, run: str | None) -> str:
     runs_a, runs_b = set(edge_set_runs(store, a)), set(edge_set_runs(store, b))
     for name, runs in ((a, runs_a), (b, runs_b)):
         if not runs:
-            raise DiffError(f"no edge set '{name}' in {store.path}")
+            raise DiffError(f"{store.path}: no edge set '{name}'")
     common = sorted(runs_a & runs_b)
     if run is not None:
         if run not in common:

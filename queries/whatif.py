@@ -9,13 +9,17 @@ by type, and an edge set can be compared with a variant of itself or with anothe
 same scaling: `critical-sync-only` keeps only the sync edges on the profiled critical path (what
 Chakra's trace linker keeps), which is where the two can disagree once timing changes.
 
-Lengths are per rank over the whole edge set (for an `--all-steps` set: its longest step); with
-cross-rank collective edges (plain native sets) the whole run is one graph, reported as rank -1,
-and each waiting participant's span counts only its part after the last participant arrived.
+Lengths are per rank and window: one row per rank for a set of one window (the whole trace, or
+an annotation's instance), one per rank and step for an `--all-steps` set (an edge belongs to the
+step its CPU endpoint, or its kernel's launching call, starts in; the unscaled lengths are the
+builder's). With cross-rank collective edges (plain native sets) each window of the whole run is
+one graph, reported as rank -1, and each waiting participant's span counts only its part after
+the last participant arrived.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,11 +27,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest.critical_path import longest_path
+from tracegraph.ingest.edgesets.native_edges import TYPE_NAMES
 from tracegraph.ingest.store import GraphStore
 
-from .diff import edge_set_runs
+from .diff import edge_set_runs, edge_set_window, window_label
 
 CRITICAL_SYNC_ONLY = "critical-sync-only"
+# What --scale and --remove accept.
+KINDS = ("kernel", "cpu", "collective")
+KIND_ALIASES = {"cpu_op": "cpu", "op": "cpu"}
+EDGE_TYPES = TYPE_NAMES  # HTA's five edge types, and the native cross-rank collective_dependency
 COLLECTIVE_NAME = r"^(?i)(nccl|rccl|gloo:)"
 SPAN_TYPES = ("operator_kernel",)
 UNSCALED_TYPES = ("kernel_launch_delay", "kernel_kernel_delay")
@@ -40,7 +49,13 @@ WHERE d.edge_set = $edge_set AND a.run = $run
 RETURN a.id AS src, d.src_boundary AS src_boundary, b.id AS dst, d.dst_boundary AS dst_boundary,
        d.type AS type, d.weight_ns AS weight_ns, d.on_critical_path AS on_critical_path,
        a.rank AS src_rank, b.rank AS dst_rank, label(a) AS src_label, label(b) AS dst_label,
-       a.name AS src_name, b.name AS dst_name
+       a.name AS src_name, b.name AS dst_name, a.ts AS src_ts, b.ts AS dst_ts
+"""
+# The launching call of each kernel of a run: a kernel's edges belong to its launch's step.
+# (The rank, a validated integer, is inlined: Kuzu prunes the scan for literals.)
+_LAUNCH_TS = """
+MATCH (r:Runtime)-[:LAUNCHES]->(k:Kernel) WHERE k.run = $run AND k.rank = {rank}
+RETURN k.id AS kernel, min(r.ts) AS ts
 """
 
 
@@ -58,32 +73,66 @@ class Scaling:
 
     @staticmethod
     def parse(items: list[str]) -> Scaling:
-        """From `kind=factor` strings (kinds: kernel, cpu, cpu_op, collective)."""
+        """From `kind=factor` strings (kinds: kernel, cpu (or cpu_op), collective)."""
         values: dict[str, float] = {}
+        kinds = ", ".join(KINDS)
         for item in items:
-            key, _, value = item.partition("=")
-            key = {"cpu_op": "cpu", "op": "cpu"}.get(key.strip(), key.strip())
-            if key not in ("kernel", "cpu", "collective") or not value:
-                raise WhatIfError(f"scale '{item}': expected kernel|cpu|collective=FACTOR")
+            key, sep, value = (part.strip() for part in item.partition("="))
+            if not sep or not key or not value:
+                raise WhatIfError(f"--scale {item}: expected KIND=FACTOR (kinds: {kinds})")
+            kind = KIND_ALIASES.get(key, key)
+            if kind not in KINDS:
+                raise WhatIfError(f"--scale {item}: unknown kind '{key}' (kinds: {kinds})")
             try:
-                values[key] = float(value)
+                factor = float(value)
             except ValueError as exc:
-                raise WhatIfError(f"scale '{item}': {value!r} is not a number") from exc
-            if values[key] < 0:
-                raise WhatIfError(f"scale '{item}': factors must be >= 0")
+                raise WhatIfError(f"--scale {item}: '{value}' is not a number") from exc
+            if not math.isfinite(factor) or factor < 0:
+                raise WhatIfError(f"--scale {item}: a factor is a finite number >= 0")
+            values[kind] = factor
         return Scaling(**values)
+
+    def describe(self) -> str:
+        """`kernel ×0.5, cpu ×2`, or `as profiled`."""
+        factors = [(k, getattr(self, k)) for k in KINDS if getattr(self, k) != 1.0]
+        return ", ".join(f"{k} ×{f:g}" for k, f in factors) or "as profiled"
+
+
+def check_edge_types(types: tuple[str, ...] | list[str]) -> tuple[str, ...]:
+    """The edge types to remove, each one of EDGE_TYPES (else a WhatIfError listing them)."""
+    for kind in types:
+        if kind not in EDGE_TYPES:
+            raise WhatIfError(
+                f"--remove {kind}: unknown edge type (types: {', '.join(EDGE_TYPES)})"
+            )
+    return tuple(types)
 
 
 @dataclass(frozen=True)
 class WhatIf:
-    """Per rank (-1: the whole run, joined through collectives): lengths before and after."""
+    """Per rank (-1: the whole run, joined through collectives) and window: lengths before
+    and after."""
 
     run: str
     edge_set: str
     variant: str
     scaling: Scaling
     removed_types: tuple[str, ...]
-    lengths: pa.Table  # rank, edges, baseline_ns, scaled_ns, change, path_edges_changed
+    # rank, window, edges, baseline_ns, scaled_ns, change, path_edges_changed
+    lengths: pa.Table
+
+
+LENGTHS_SCHEMA = pa.schema(
+    [
+        ("rank", pa.int64()),
+        ("window", pa.string()),
+        ("edges", pa.int64()),
+        ("baseline_ns", pa.int64()),
+        ("scaled_ns", pa.int64()),
+        ("change", pa.float64()),
+        ("path_edges_changed", pa.int64()),
+    ]
+)
 
 
 def what_if(
@@ -95,7 +144,9 @@ def what_if(
     remove_types: tuple[str, ...] = (),
     variant: str = "all",
 ) -> WhatIf:
-    """Recompute every rank's critical-path length with scaled durations / removed edges."""
+    """Recompute every rank's (and window's) critical-path length with scaled durations /
+    removed edges."""
+    remove_types = check_edge_types(remove_types)
     run = _run_of(store, edge_set, run)
     edges = store.run(_EDGES, {"edge_set": edge_set, "run": run}).table
     if variant == CRITICAL_SYNC_ONLY:
@@ -110,7 +161,7 @@ def what_if(
     base = _scaled_weights(edges, Scaling())
     scaled = _scaled_weights(edges, scaling)
     rows = []
-    for rank, sel in _groups(edges):
+    for rank, window, sel in _groups(store, run, edge_set, edges):
         src, dst = _node_ids(edges, sel)
         before = longest_path(src, dst, base[sel])
         after = longest_path(src, dst, scaled[sel])
@@ -118,6 +169,7 @@ def what_if(
         rows.append(
             {
                 "rank": rank,
+                "window": window,
                 "edges": int(len(sel)),
                 "baseline_ns": before.length,
                 "scaled_ns": after.length,
@@ -125,17 +177,7 @@ def what_if(
                 "path_edges_changed": changed,
             }
         )
-    schema = pa.schema(
-        [
-            ("rank", pa.int64()),
-            ("edges", pa.int64()),
-            ("baseline_ns", pa.int64()),
-            ("scaled_ns", pa.int64()),
-            ("change", pa.float64()),
-            ("path_edges_changed", pa.int64()),
-        ]
-    )
-    table = pa.Table.from_pylist(rows, schema=schema)
+    table = pa.Table.from_pylist(rows, schema=LENGTHS_SCHEMA)
     return WhatIf(run, edge_set, variant, scaling, tuple(remove_types), table)
 
 
@@ -146,28 +188,81 @@ def compare_what_if(
     *,
     run: str | None = None,
     scaling: Scaling = Scaling(),
+    remove_types: tuple[str, ...] = (),
 ) -> pa.Table:
-    """Two edge sets (or a set and its `critical-sync-only` variant) under the same scaling."""
-    a = what_if(store, edge_set, run=run, scaling=scaling)
+    """Two edge sets (or a set and its `critical-sync-only` variant) under the same scaling
+    and with the same edge types removed."""
+    a = what_if(store, edge_set, run=run, scaling=scaling, remove_types=remove_types)
     if other == CRITICAL_SYNC_ONLY:
-        b = what_if(store, edge_set, run=run, scaling=scaling, variant=CRITICAL_SYNC_ONLY)
+        b = what_if(
+            store,
+            edge_set,
+            run=run,
+            scaling=scaling,
+            remove_types=remove_types,
+            variant=CRITICAL_SYNC_ONLY,
+        )
     else:
-        b = what_if(store, other, run=run, scaling=scaling)
-    left = a.lengths.select(["rank", "baseline_ns", "scaled_ns"]).rename_columns(
-        ["rank", "a_baseline_ns", "a_scaled_ns"]
+        b = what_if(store, other, run=run, scaling=scaling, remove_types=remove_types)
+    columns = ["rank", "window", "baseline_ns", "scaled_ns"]
+    left = a.lengths.select(columns).rename_columns(
+        ["rank", "a_window", "a_baseline_ns", "a_scaled_ns"]
     )
-    right = b.lengths.select(["rank", "baseline_ns", "scaled_ns"]).rename_columns(
-        ["rank", "b_baseline_ns", "b_scaled_ns"]
+    right = b.lengths.select(columns).rename_columns(
+        ["rank", "b_window", "b_baseline_ns", "b_scaled_ns"]
     )
-    joined = left.join(right, "rank", join_type="full outer").sort_by("rank")
+    if _one_row_per_rank(left) and _one_row_per_rank(right):
+        # one window each (e.g. the whole trace vs one step): rank by rank, windows named
+        joined = left.join(right, "rank", join_type="full outer")
+        window = pc.if_else(
+            pc.fill_null(pc.equal(joined["a_window"], joined["b_window"]), True),
+            pc.coalesce(joined["a_window"], joined["b_window"]),
+            pc.binary_join_element_wise(joined["a_window"], joined["b_window"], " / "),
+        )
+    else:
+        left = left.append_column("window", left["a_window"])
+        right = right.append_column("window", right["b_window"])
+        joined = left.join(right, ["rank", "window"], join_type="full outer")
+        window = joined["window"]
+    order = pa.array(np.arange(joined.num_rows))
+    joined = pa.table(
+        {
+            "rank": joined["rank"],
+            "window": window,
+            "a_baseline_ns": joined["a_baseline_ns"],
+            "a_scaled_ns": joined["a_scaled_ns"],
+            "b_baseline_ns": joined["b_baseline_ns"],
+            "b_scaled_ns": joined["b_scaled_ns"],
+            "_order": _row_order(joined, a.lengths, b.lengths, order),
+        }
+    ).sort_by([("rank", "ascending"), ("_order", "ascending")])
     diff = pc.subtract(joined["b_scaled_ns"], joined["a_scaled_ns"])
-    return joined.append_column("scaled_difference_ns", diff)
+    return joined.drop_columns(["_order"]).append_column("scaled_difference_ns", diff)
+
+
+def _one_row_per_rank(lengths: pa.Table) -> bool:
+    return len(pc.unique(lengths["rank"])) == lengths.num_rows
+
+
+def _row_order(joined: pa.Table, a: pa.Table, b: pa.Table, fallback: pa.Array) -> pa.Array:
+    """Within a rank: A's rows in A's order (the windows' time order), then B's other rows."""
+    position: dict[tuple[int, str], int] = {}
+    for offset, table in ((0, a), (a.num_rows, b)):
+        keys = zip(table["rank"].to_pylist(), table["window"].to_pylist(), strict=True)
+        for i, key in enumerate(keys):
+            position.setdefault(key, offset + i)
+    ranks = joined["rank"].to_pylist()
+    a_windows, b_windows = joined["a_window"].to_pylist(), joined["b_window"].to_pylist()
+    out = []
+    for rank, wa, wb in zip(ranks, a_windows, b_windows, strict=True):
+        out.append(position.get((rank, wa), position.get((rank, wb), len(position))))
+    return pa.array(out, pa.int64()) if out else fallback
 
 
 def _run_of(store: GraphStore, edge_set: str, run: str | None) -> str:
     runs = edge_set_runs(store, edge_set)
     if not runs:
-        raise WhatIfError(f"no edge set '{edge_set}' in {store.path}")
+        raise WhatIfError(f"{store.path}: no edge set '{edge_set}'")
     if run is not None:
         if run not in runs:
             raise WhatIfError(f"edge set '{edge_set}' is not in run '{run}' (runs: {runs})")
@@ -231,12 +326,82 @@ def _cut_waits(edges: pa.Table, weight: np.ndarray) -> np.ndarray:
     return out
 
 
-def _groups(edges: pa.Table) -> list[tuple[int, np.ndarray]]:
-    """Edge indices per rank, or the whole run (-1) when collective edges join the ranks."""
-    if pc.any(pc.equal(edges["type"], "collective_dependency")).as_py():
-        return [(-1, np.arange(edges.num_rows))]
-    rank = edges["src_rank"].to_numpy(zero_copy_only=False)
-    return [(int(r), np.nonzero(rank == r)[0]) for r in np.unique(rank)]
+def _groups(
+    store: GraphStore, run: str, edge_set: str, edges: pa.Table
+) -> list[tuple[int, str, np.ndarray]]:
+    """(rank, window, edge indices) in rank and time order; rank -1 is the whole run of a
+    window when collective edges join the ranks."""
+    if edges.num_rows == 0:
+        return []
+    default, per_rank = _rank_windows(edge_set_window(store, edge_set, run))
+    rank = edges["src_rank"].to_numpy(zero_copy_only=False).astype(np.int64)
+    label = np.full(edges.num_rows, default, dtype=object)
+    start = np.zeros(edges.num_rows, dtype=np.int64)
+    for r in np.unique(rank).tolist():
+        windows = per_rank.get(r, [])
+        sel = np.nonzero(rank == r)[0]
+        if len(windows) == 1:
+            label[sel], start[sel] = windows[0][0], windows[0][1]
+        elif len(windows) > 1:
+            starts = np.array([w[1] for w in windows], dtype=np.int64)
+            which = np.searchsorted(starts, _anchor_ts(store, run, r, edges, sel), side="right")
+            which = np.maximum(which - 1, 0)
+            label[sel] = np.array([w[0] for w in windows], dtype=object)[which]
+            start[sel] = starts[which]
+    joined = pc.any(pc.equal(edges["type"], "collective_dependency")).as_py()
+    group_rank = np.full(edges.num_rows, -1, dtype=np.int64) if joined else rank
+    groups: dict[tuple[int, str], list[int]] = {}
+    first: dict[tuple[int, str], int] = {}
+    for i, key in enumerate(zip(group_rank.tolist(), label.tolist(), strict=True)):
+        groups.setdefault(key, []).append(i)
+        first[key] = min(first.get(key, int(start[i])), int(start[i]))
+    ordered = sorted(groups, key=lambda k: (k[0], first[k], k[1]))
+    return [(r, w, np.asarray(groups[(r, w)], dtype=np.int64)) for r, w in ordered]
+
+
+def _rank_windows(window: dict[str, object]) -> tuple[str, dict[int, list[tuple[str, int]]]]:
+    """The edge set's window label, and per rank its windows that have a graph: (label, start)
+    in time order (the native builder's `ranks` entries; HTA's sets have one window a rank)."""
+    default = window_label(window)
+    per_rank: dict[int, list[tuple[str, int]]] = {}
+    ranks = window.get("ranks")
+    if not isinstance(ranks, dict):
+        return default, per_rank
+    for key, entries in ranks.items():
+        if not isinstance(entries, list) or not str(key).lstrip("-").isdigit():
+            continue
+        found = [
+            (str(e.get("step") or window_label(e)), int(e["start_ns"]))
+            for e in entries
+            if isinstance(e, dict)
+            and e.get("status", "ok") == "ok"
+            and isinstance(e.get("start_ns"), int)
+        ]
+        per_rank[int(key)] = sorted(found, key=lambda w: w[1])
+    return default, per_rank
+
+
+def _anchor_ts(
+    store: GraphStore, run: str, rank: int, edges: pa.Table, sel: np.ndarray
+) -> np.ndarray:
+    """The time that places each selected edge in a window: its CPU endpoint's start (the
+    source's if both are CPU), else the start of the call that launched its source kernel."""
+    src_ts = edges["src_ts"].to_numpy(zero_copy_only=False)[sel].astype(np.int64)
+    dst_ts = edges["dst_ts"].to_numpy(zero_copy_only=False)[sel].astype(np.int64)
+    src_gpu = edges["src_label"].to_numpy(zero_copy_only=False)[sel] == "Kernel"
+    dst_gpu = edges["dst_label"].to_numpy(zero_copy_only=False)[sel] == "Kernel"
+    out = np.where(~src_gpu, src_ts, dst_ts)
+    both_gpu = np.nonzero(src_gpu & dst_gpu)[0]
+    if len(both_gpu):
+        launches = store.run(_LAUNCH_TS.format(rank=int(rank)), {"run": run}).table
+        src = edges["src"].to_numpy(zero_copy_only=False)[sel][both_gpu].astype(np.int64)
+        kernels = launches["kernel"].to_numpy(zero_copy_only=False).astype(np.int64)
+        order = np.argsort(kernels)
+        kernels, launch_ts = kernels[order], launches["ts"].to_numpy(zero_copy_only=False)[order]
+        at = np.minimum(np.searchsorted(kernels, src), max(len(kernels) - 1, 0))
+        found = (kernels[at] == src) if len(kernels) else np.zeros(len(src), dtype=bool)
+        out[both_gpu] = np.where(found, launch_ts[at] if len(kernels) else 0, src_ts[both_gpu])
+    return out
 
 
 def _node_ids(edges: pa.Table, sel: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -66,7 +66,13 @@ def trace_files() -> list[Path]:
     """Every trace file under the shared folder (none when it is absent)."""
     if not TRACES.is_dir():
         return []
-    return sorted(p for p in TRACES.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+    return sorted(
+        p
+        for p in TRACES.rglob("*")
+        if p.is_file()
+        and p.name.endswith(TRACE_SUFFIXES)
+        and "meta" not in p.relative_to(TRACES).parts  # a job's run metadata, not a trace
+    )
 
 
 def trace_id(path: Path) -> str:

@@ -24,7 +24,7 @@ from .errors import EdgeSetError
 from .hta_env import HtaEnv, Progress, ensure_env, parse_spec
 from .hta_inputs import RankInput, rank_inputs, read_run
 from .hta_load import RankEdges, rank_edges, replace_edge_set
-from .records import edge_set_row
+from .records import edge_set_row, refuse_empty
 
 WORKER = Path(hta_worker.__file__).resolve()
 
@@ -68,6 +68,7 @@ def build_hta_edge_set(
     instance: int | None,
     cache_root: Path,
     progress: Progress | None = None,
+    allow_empty: bool = False,
 ) -> EdgeSetResult:
     """Run HTA `spec` on every rank of `run` and (re)place its edge set.
 
@@ -108,6 +109,8 @@ def build_hta_edge_set(
     )
     tables = [e.table for e in per_rank.values()]
     edges = pa.concat_tables(tables) if tables else _empty_edges()
+    counts = [(r.rank, sum(r.edges_by_type.values()), r.message) for r in ranks]
+    refuse_empty(db, parsed.name, counts, allow_empty)
     loaded = replace_edge_set(Path(db), nodes, row, edges)
     report(f"loading {parsed.name} edges", 1, 1)
     return EdgeSetResult(

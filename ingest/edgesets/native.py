@@ -42,7 +42,7 @@ from .native_store import (
     run_ranks,
 )
 from .native_window import Window
-from .records import edge_set_row
+from .records import edge_set_row, refuse_empty
 
 Progress = Callable[[str, int, int], None]
 
@@ -61,6 +61,7 @@ class NativeEdgeSetResult:
     edges_loaded: int
     inferred_syncs: int
     seconds: dict[str, float]
+    cross_rank_left_out: tuple[str, ...] = ()  # steps with no cross-rank path, and why
 
 
 def build_native_edge_set(
@@ -71,6 +72,7 @@ def build_native_edge_set(
     window: Window | None = None,
     all_steps: bool = False,
     progress: Progress | None = None,
+    allow_empty: bool = False,
 ) -> NativeEdgeSetResult:
     """Build and (re)place the native edge set of `run` in `db`; see the module docstring."""
     options = options or NativeOptions()
@@ -93,7 +95,9 @@ def build_native_edge_set(
         report(stage, len(builds), len(files))
     built = time.perf_counter()
     name = options.edge_set_name
-    paths = _cross_rank(builds, members) if options.cross_rank and len(builds) > 1 else []
+    paths, left_out = (
+        _cross_rank(builds, members) if options.cross_rank and len(builds) > 1 else ([], [])
+    )
     tables, summaries = edge_tables(builds, run_idx, name)
     extra = collective_rows(paths, run_idx, name)
     edges = first_of_each_edge(pa.concat_tables([*tables, extra]))
@@ -112,6 +116,8 @@ def build_native_edge_set(
         window_json(window, all_steps, summaries, paths),
         {str(s.rank): rank_json(s) for s in summaries},
     )
+    counts = [(s.rank, sum(s.edges_by_type.values()), s.message) for s in summaries]
+    refuse_empty(db, name, counts, allow_empty)
     sets = [(row, edges)]
     if paths:
         sets.append(cross_rank_set(run, run_idx, name, options, window, all_steps, paths))
@@ -129,20 +135,30 @@ def build_native_edge_set(
         loaded,
         int(inferred.num_rows) if inferred is not None else 0,
         {"build": built - began, "total": time.perf_counter() - began},
+        tuple(left_out),
     )
 
 
-def _cross_rank(builds: list[RankBuild], instances: dict[int, Instance]) -> list[CrossRankPath]:
+def _cross_rank(
+    builds: list[RankBuild], instances: dict[int, Instance]
+) -> tuple[list[CrossRankPath], list[str]]:
+    """Each step's path across the ranks that have it, and the steps left out, with why."""
     offsets = clock_offsets([b.frame for b in builds if b.frame is not None], instances)
     steps: dict[str, list] = {}
     for b in builds:
         for w in b.windows:
             if w.graph is not None:
                 steps.setdefault(w.step or w.window.label(), []).append(w.graph)
-    out = []
+    out, left_out = [], []
+    ranks = len(builds)
     for step, graphs in steps.items():
-        if len(graphs) > 1:
-            path = cross_rank_path(step, graphs, instances, offsets)
-            if path is not None:
-                out.append(path)
-    return out
+        have = sorted(g.rank for g in graphs)
+        if len(graphs) < 2:
+            left_out.append(f"{step}: only rank {have[0]} has a graph of it")
+            continue
+        path = cross_rank_path(step, graphs, instances, offsets)
+        if path is not None:
+            out.append(path)
+        if len(graphs) < ranks:
+            left_out.append(f"{step}: joined over ranks {have} only (the others have no graph)")
+    return out, left_out

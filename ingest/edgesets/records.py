@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from .. import schema
 from ..store import GraphStore
-from .errors import EdgeSetError
+from .errors import EdgeSetError, EmptyEdgeSetError
 
 
 def edge_set_row(
@@ -33,6 +33,23 @@ def edge_set_row(
         "ranks": json.dumps(ranks, sort_keys=True),
         "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
+
+
+def refuse_empty(
+    db: object, name: str, ranks: list[tuple[int, int, str]], allow_empty: bool
+) -> None:
+    """Refuse to replace edge set `name` when a rank gave no edges: (rank, edges, message) per
+    rank. A failed or empty build must never erase a good set; `allow_empty` writes it anyway."""
+    empty = [(rank, message) for rank, edges, message in ranks if edges == 0]
+    if not empty or allow_empty:
+        return
+    lines = [f"rank {rank}: {message or 'no edges'}" for rank, message in empty]
+    which = "every rank" if len(empty) == len(ranks) else f"rank(s) {[r for r, _ in empty]}"
+    raise EmptyEdgeSetError(
+        f"{db}: edge set '{name}' not written: {which} gave no edges; what the database held "
+        "is kept (--allow-empty writes it anyway)",
+        lines,
+    )
 
 
 def run_key_range(run_idx: int) -> tuple[int, int]:

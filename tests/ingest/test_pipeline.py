@@ -285,3 +285,100 @@ def test_negative_rank_is_refused_or_keyed_apart_per_run(tmp_path: Path):
     ingest([path], db, IngestOptions(run="b"))
     with GraphStore(db) as store:
         assert scalar(store, "MATCH (n:Op) RETURN count(DISTINCT n.id)") == 2
+
+
+FAULTS = "cpu_ddp_2r_faults"
+FAULT_RANKS = ["rank0.step6.pt.trace.json.gz", "rank1.step6.pt.trace.json.gz"]
+
+
+def _sources(db: Path) -> tuple[str, list[str]]:
+    with GraphStore(db) as store:
+        (run,) = rows(store, "MATCH (r:Run) RETURN r.name AS name, r.sources AS sources")
+    return run["name"], json.loads(run["sources"])
+
+
+@needs_traces
+def test_folder_gives_the_trace_files_directly_in_it(tmp_path: Path):
+    folder = trace(FAULTS)
+    assert [p.name for p in pipeline_files([folder])] == FAULT_RANKS
+    deep = pipeline_files([folder], recursive=True)
+    assert [str(p.relative_to(folder)) for p in deep] == ["meta/run_meta.json", *FAULT_RANKS]
+    db = tmp_path / "flat.kuzu"
+    result = ingest([folder], db)
+    assert [r.rank for r in result.ranks] == [0, 1] and result.skipped == ()
+    assert _sources(db) == (FAULTS, [str(folder / name) for name in FAULT_RANKS])
+
+
+@needs_traces
+def test_recursive_folder_skips_a_json_that_is_no_trace(tmp_path: Path):
+    folder = trace(FAULTS)
+    db = tmp_path / "deep.kuzu"
+    result = ingest([folder], db, IngestOptions(recursive=True))
+    assert result.skipped == (("meta/run_meta.json", "not a trace (no traceEvents)"),)
+    assert [r.rank for r in result.ranks] == [0, 1]
+    # the run is named after the folder, and records only the traces it holds
+    assert _sources(db) == (FAULTS, [str(folder / name) for name in FAULT_RANKS])
+
+
+@needs_traces
+def test_a_named_file_that_is_no_trace_is_still_an_error(tmp_path: Path):
+    meta = trace(FAULTS) / "meta" / "run_meta.json"
+    with pytest.raises(TraceFormatError) as caught:
+        ingest([meta], tmp_path / "x.kuzu", IngestOptions(recursive=True))
+    assert caught.value.path == str(meta) and "traceEvents" in caught.value.reason
+    assert not (tmp_path / "x.kuzu").exists()
+
+
+@needs_traces
+def test_a_folder_of_no_traces_is_an_error_that_changes_nothing(tmp_path: Path):
+    db = tmp_path / "kept.kuzu"
+    ingest([trace("hta/critical_path/cuda_event_sync")], db, IngestOptions(run="kept"))
+    before = db.read_bytes()
+    meta = trace(FAULTS) / "meta"
+    with pytest.raises(TraceFormatError) as caught:
+        ingest([trace(FAULTS), meta], db, IngestOptions(run="new"))
+    assert caught.value.path == str(meta)
+    assert caught.value.reason == "folder holds no traces (run_meta.json: not a trace)"
+    assert db.read_bytes() == before
+    assert not list(tmp_path.glob(".kept.kuzu.staging-*"))
+    with GraphStore(db) as store:
+        assert scalar(store, "MATCH (r:Run) RETURN count(*)") == 1
+
+
+@needs_traces
+def test_a_folder_with_traces_only_in_subfolders_says_recursive(tmp_path: Path):
+    folder = trace("hta/critical_path")
+    with pytest.raises(TraceFormatError, match="in its subfolders \\(use --recursive\\)"):
+        ingest([folder], tmp_path / "x.kuzu")
+    assert len(pipeline_files([folder], recursive=True)) >= 4
+    assert not (tmp_path / "x.kuzu").exists()
+
+
+@needs_traces
+def test_a_broken_trace_in_a_folder_is_an_error_not_skipped(tmp_path: Path):
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    good = trace("hta/critical_path/cuda_event_sync/event_sync_trace.json.gz")
+    (folder / "rank0.json.gz").symlink_to(good)
+    (folder / "rank1.json.gz").write_bytes(good.read_bytes()[:5_000])
+    (folder / "notes.json").write_text('{"comment": "not a trace"}')
+    with pytest.raises(TraceFormatError) as caught:
+        ingest([folder], tmp_path / "x.kuzu")
+    assert caught.value.path == str(folder / "rank1.json.gz")
+    assert not (tmp_path / "x.kuzu").exists()
+
+
+@needs_traces
+def test_a_cpu_only_rank_before_a_gpu_rank_loads_both(tmp_path: Path):
+    """A rank with no runtime calls or kernels gives empty tables for them: loaded in one batch
+    before a GPU rank, they once made the COPY load nothing (or fail to concatenate)."""
+    cpu_only, gpu = trace("hta/cpu_only"), trace("hta/critical_path/alexnet")
+    db = tmp_path / "mixed.kuzu"
+    result = ingest([cpu_only, gpu], db, IngestOptions(run="mixed"))
+    assert sorted(r.rank for r in result.ranks) == [0, 34]
+    gpu_counts = next(r.counts for r in result.ranks if r.rank == 0)
+    with GraphStore(db) as store:
+        assert scalar(store, "MATCH (n:Runtime) RETURN count(*)") == gpu_counts["Runtime"] > 0
+        assert scalar(store, "MATCH (n:Kernel) RETURN count(*)") == gpu_counts["Kernel"] > 0
+        launches = scalar(store, "MATCH ()-[e:LAUNCHES]->() RETURN count(*)")
+    assert launches == result.edges["LAUNCHES"] > 0
