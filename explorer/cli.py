@@ -48,6 +48,7 @@ from tracegraph.queries.diff import (
     window_label,
     window_warning,
 )
+from tracegraph.queries.guard import QueryRefused, check_read_only
 from tracegraph.queries.summary import database_info
 from tracegraph.queries.whatif import (
     CRITICAL_SYNC_ONLY,
@@ -59,6 +60,7 @@ from tracegraph.queries.whatif import (
 )
 
 from . import output
+from .cancellable import run_cancellable
 from .progress import stderr_progress
 
 
@@ -153,6 +155,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="query parameter")
     p.add_argument("--format", choices=output.FORMATS, default="table")
     p.add_argument("--timeout-s", type=float, default=60.0, help="query timeout (0: none)")
+    p.add_argument(
+        "--allow-files",
+        action="store_true",
+        help="allow LOAD FROM, which reads host files (queries are read-only and confined "
+        "to the database otherwise)",
+    )
     p.set_defaults(handler=_query)
 
     p = sub.add_parser("edges", help="build a dependency edge set: HTA's graph, or native")
@@ -360,11 +368,17 @@ def _query(args: argparse.Namespace) -> int:
     elif args.cypher:
         cypher = args.cypher
         params = {key: _param_value(key, text) for key, text in raw.items()}
+        try:
+            check_read_only(cypher, allow_files=args.allow_files)
+        except QueryRefused as exc:
+            raise UsageError(str(exc)) from exc
     else:
         raise UsageError("query needs a Cypher statement or --canned NAME")
+    if not (args.timeout_s >= 0 and math.isfinite(args.timeout_s)):
+        raise UsageError(f"--timeout-s {args.timeout_s}: expected seconds >= 0")
     with _open(args.db, timeout_ms=int(args.timeout_s * 1000)) as store:
-        result = store.run(cypher, params)
-    sys.stdout.write(output.render(result.table, args.format))
+        result = run_cancellable(store, cypher, params, args.timeout_s)
+    output.write(sys.stdout, result.table, args.format)
     print(f"{result.table.num_rows} row(s) in {result.elapsed_s * 1000:.0f} ms", file=sys.stderr)
     return 0
 

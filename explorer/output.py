@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 from decimal import Decimal
+from typing import TextIO
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -31,6 +32,25 @@ def render(table: pa.Table, fmt: str = "table", max_width: int = 60) -> str:
     if fmt == "json":
         return json.dumps(table.to_pylist(), default=_json_default, indent=1) + "\n"
     return _aligned(table, max_width)
+
+
+def write(out: TextIO, table: pa.Table, fmt: str = "table", batch_rows: int = 65_536) -> None:
+    """Write the table to `out` batch by batch (CSV and JSON), so the text of a large result
+    never exists whole in memory; the aligned table needs every width first and is written
+    at once."""
+    if fmt == "table" or table.num_rows <= batch_rows:
+        out.write(render(table, fmt))
+        return
+    for i, batch in enumerate(table.to_batches(max_chunksize=batch_rows)):
+        part = pa.Table.from_batches([batch], schema=table.schema)
+        if fmt == "csv":
+            text = render(part, "csv")
+            out.write(text if i == 0 else text.split("\n", 1)[1])
+        else:
+            rows = json.dumps(part.to_pylist(), default=_json_default, indent=1)[2:-2]
+            out.write(("[\n" if i == 0 else ",\n") + rows)
+    if fmt == "json":
+        out.write("\n]\n")
 
 
 def _plain(table: pa.Table) -> pa.Table:

@@ -10,8 +10,11 @@ command, the explorer's console) is classified before it reaches Kuzu, by an all
 - it starts with a reading clause (`MATCH`, `OPTIONAL MATCH`, `UNWIND`, `WITH`, `RETURN`, `CALL`
   of a read-only function), or `EXPLAIN` / `PROFILE` of one;
 - every clause in it is a reading or projecting clause; `CALL` names a function of
-  `READ_ONLY_FUNCTIONS`; `LOAD FROM` and `COPY … TO` only with `allow_files` (they read and write
-  host files).
+  `READ_ONLY_FUNCTIONS`; `LOAD FROM` only with `allow_files` (it reads host files); `COPY … TO`
+  never (it writes host files, and on a read-only connection Kuzu 0.11.3 crashes on it: write
+  the result with `--format csv` instead);
+- `range()` with literal bounds of more than `MAX_RANGE` values is refused: Kuzu materializes it
+  whole, ignoring the query timeout (`range(1, 10^11)` took 17 GB and crashed).
 
 Keywords are found by a small tokenizer that skips string literals, backquoted names, comments,
 properties (`n.set`) and labels (`:Load`), so a name never trips it.
@@ -32,6 +35,7 @@ WRITE_WORDS = frozenset(
     }
 )  # fmt: skip
 FILE_WORDS = frozenset({"LOAD", "COPY"})
+MAX_RANGE = 10_000_000
 READ_ONLY_FUNCTIONS = frozenset(
     {
         "show_tables", "table_info", "show_connection", "db_version", "show_functions",
@@ -48,6 +52,7 @@ _TOKEN = re.compile(
   | (?P<string>'(?:[^'\\]|\\.)*(?:'|\Z)|"(?:[^"\\]|\\.)*(?:"|\Z))
   | (?P<quoted>`[^`]*(?:`|\Z))
   | (?P<word>[A-Za-z_][A-Za-z0-9_]*)
+  | (?P<number>\d+)
   | (?P<other>.)
     """,
     re.VERBOSE | re.DOTALL,
@@ -72,9 +77,9 @@ def check_read_only(cypher: str, allow_files: bool = False) -> None:
     if first in ("EXPLAIN", "PROFILE"):
         at = 1
         first = words[1][1].upper() if len(words) > 1 else ""
-    if first in FILE_WORDS and not allow_files:
+    if first == "COPY" or (first in FILE_WORDS and not allow_files):
         raise QueryRefused(_file_message(first))
-    if first not in READ_STATEMENTS and first not in FILE_WORDS:
+    if first not in READ_STATEMENTS and first != "LOAD":
         raise QueryRefused(
             f"'{first or tokens[0]}' statements are not allowed: queries are read-only "
             "(MATCH, OPTIONAL MATCH, UNWIND, WITH, RETURN, CALL of a read-only function)"
@@ -83,15 +88,45 @@ def check_read_only(cypher: str, allow_files: bool = False) -> None:
         upper = word.upper()
         if upper in WRITE_WORDS:
             raise QueryRefused(f"'{upper}' is not allowed: queries are read-only")
-        if upper in FILE_WORDS and not allow_files:
+        if upper == "COPY" or (upper in FILE_WORDS and not allow_files):
             raise QueryRefused(_file_message(upper))
         if upper == "CALL":
             _check_call(tokens, i)
+        if upper == "RANGE":
+            _check_range(tokens, i)
 
 
 def _file_message(word: str) -> str:
-    what = "reads host files" if word == "LOAD" else "writes host files"
-    return f"'{word}' {what}: refused unless the query is run with --allow-files"
+    if word == "COPY":
+        return (
+            "'COPY' writes host files and is refused: write a result with --format csv or "
+            "json and redirect the output"
+        )
+    return f"'{word}' reads host files: refused unless the query is run with --allow-files"
+
+
+def _check_range(tokens: list[str], i: int) -> None:
+    """range(a, b[, step]) with integer literals: refuse more than MAX_RANGE values."""
+    args, j = [], i + 2
+    if i + 1 >= len(tokens) or tokens[i + 1] != "(":
+        return
+    while j < len(tokens) and tokens[j] != ")":
+        sign = -1 if tokens[j] == "-" else 1
+        j += tokens[j] == "-"
+        if j >= len(tokens) or not tokens[j].isdigit():
+            return  # not literals: nothing to tell before it runs
+        args.append(sign * int(tokens[j]))
+        j += 1
+        if j < len(tokens) and tokens[j] == ",":
+            j += 1
+    if len(args) not in (2, 3):
+        return
+    step = args[2] if len(args) == 3 else 1
+    if step and (args[1] - args[0]) // step + 1 > MAX_RANGE:
+        raise QueryRefused(
+            f"range() of more than {MAX_RANGE:,} values is refused: Kuzu materializes it "
+            "whole, past any timeout"
+        )
 
 
 def _check_call(tokens: list[str], i: int) -> None:
