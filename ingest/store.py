@@ -141,36 +141,78 @@ def _short(exc: BaseException) -> str:
 
 @contextmanager
 def write_transaction(path: Path) -> Iterator[GraphStore]:
-    """A writable copy of the database at `path`, swapped in only if the block succeeds."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with _exclusive_lock(path):
-        _remove_stale_staging(path)
-        staging = path.with_name(f".{path.name}.staging-{os.getpid()}")
-        if path.exists():
-            shutil.copyfile(path, staging)
-        store = GraphStore(staging, read_only=False, timeout_ms=0)
+    """A writable copy of the database at `path`, swapped in only if the block succeeds.
+
+    The database is the file `path` names: through a symbolic link, the link's target is what
+    changes (the link stays). Its permission bits are kept, and a file the user made read-only
+    is refused. Errors name `path` as given, never the hidden staging copy.
+    """
+    given = Path(path)
+    target = _writable_target(given)
+    with _exclusive_lock(target, given):
+        _remove_stale_staging(target)
+        staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
+        store: GraphStore | None = None
         committed = False
         try:
-            store.create_schema()
-            store.begin()
+            with _named(given, staging):
+                if target.exists():
+                    shutil.copyfile(target, staging)
+                    shutil.copymode(target, staging)
+                store = GraphStore(staging, read_only=False, timeout_ms=0)
+                store.create_schema()
+                store.begin()
             yield store
-            store.commit()
-            store.close()
-            if _wal(staging).exists():
-                raise IngestError(f"{path}: staging database was not checkpointed")
-            _fsync(staging)
-            os.replace(staging, path)
-            _fsync(path.parent)
+            with _named(given, staging):
+                store.commit()
+                store.close()
+                if _wal(staging).exists():
+                    raise IngestError(f"{given}: staging database was not checkpointed")
+                _fsync(staging)
+                os.replace(staging, target)
+                _fsync(target.parent)
             committed = True
         finally:
             if not committed:
-                try:
-                    store.close()
-                except RuntimeError:
-                    pass
+                if store is not None:
+                    try:
+                        store.close()
+                    except RuntimeError:
+                        pass
                 for leftover in (staging, _wal(staging)):
                     leftover.unlink(missing_ok=True)
+
+
+def _writable_target(given: Path) -> Path:
+    """The file to write for the path the user gave, or a one-line IngestError why not."""
+    target = Path(os.path.realpath(given))
+    if target.is_dir():
+        raise IngestError(f"{given}: is a folder, not a database file")
+    parent = target.parent
+    if parent.exists() and not parent.is_dir():
+        raise IngestError(f"{given}: {parent} is a file, not a folder")
+    if target.exists() and not target.stat().st_mode & 0o222:
+        raise IngestError(f"{given}: the database is read-only (make it writable to change it)")
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IngestError(f"{given}: cannot create {parent} ({exc.strerror})") from exc
+    return target
+
+
+@contextmanager
+def _named(given: Path, staging: Path) -> Iterator[None]:
+    """Store and file-system errors as one line naming the database the user gave."""
+    try:
+        yield
+    except IngestError as exc:
+        if str(staging) not in str(exc):
+            raise
+        raise IngestError(str(exc).replace(str(staging), str(given))) from exc
+    except OSError as exc:
+        raise IngestError(f"{given}: writing the database failed ({exc.strerror})") from exc
+    except RuntimeError as exc:
+        raise IngestError(f"{given}: writing the database failed ({_short(exc)})") from exc
 
 
 def _wal(path: Path) -> Path:
@@ -178,13 +220,17 @@ def _wal(path: Path) -> Path:
 
 
 @contextmanager
-def _exclusive_lock(path: Path) -> Iterator[None]:
+def _exclusive_lock(path: Path, given: Path | None = None) -> Iterator[None]:
     lock_path = path.with_name(path.name + ".lock")
-    with open(lock_path, "a+") as handle:
+    try:
+        handle = open(lock_path, "a+")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        raise IngestError(f"{given or path}: cannot write beside it ({exc.strerror})") from exc
+    with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
-            raise IngestError(f"{path}: another tracegraph process is writing it") from exc
+            raise IngestError(f"{given or path}: another tracegraph process is writing it") from exc
         try:
             yield
         finally:
