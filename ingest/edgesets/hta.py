@@ -7,8 +7,11 @@ on is recorded on the `EdgeSet` node with HTA's message; the command still succe
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -80,7 +83,8 @@ def build_hta_edge_set(
     if not nodes.files:
         raise EdgeSetError(f"{db}: run '{nodes.run}' has no ranks")
     env = ensure_env(parsed, Path(cache_root), report)
-    with tempfile.TemporaryDirectory(prefix="tracegraph-hta-") as tmp:
+    _remove_stale_work_dirs()
+    with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{os.getpid()}-") as tmp:
         work = Path(tmp)
         report("preparing rank files for HTA", 0, 1)
         inputs = rank_inputs(nodes, work)
@@ -152,7 +156,12 @@ def _run_worker(
     clean = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
     command = [str(env.python), "-I", str(WORKER), str(request_file)]
     with subprocess.Popen(
-        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=clean
+        command,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=clean,
+        preexec_fn=_die_with_parent,
     ) as proc:
         assert proc.stderr is not None
         for line in proc.stderr:
@@ -172,6 +181,40 @@ def _run_worker(
             raise EdgeSetError(f"HTA worker ({env.spec.name}) wrote no status for rank {item.rank}")
         statuses[item.rank] = json.loads(path.read_text())
     return statuses
+
+
+WORK_PREFIX = "tracegraph-hta-"
+
+
+def _die_with_parent() -> None:
+    """In the worker, before it runs: Linux kills it when the tracegraph process dies, so a
+    killed `edges --hta` leaves no worker behind (elsewhere this does nothing)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _remove_stale_work_dirs() -> None:
+    """Work folders of builds whose process is gone (a killed `edges --hta`)."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{WORK_PREFIX}*-*"):
+        pid = folder.name[len(WORK_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _rank_status(item: RankInput, status: dict[str, Any], edges: RankEdges | None) -> RankStatus:
