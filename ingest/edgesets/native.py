@@ -116,8 +116,8 @@ def build_native_edge_set(
         window_json(window, all_steps, summaries, paths),
         {str(s.rank): rank_json(s) for s in summaries},
     )
-    counts = [(s.rank, sum(s.edges_by_type.values()), s.message) for s in summaries]
-    refuse_empty(db, name, counts, allow_empty)
+    rank_edges = [(s.rank, sum(s.edges_by_type.values()), s.message) for s in summaries]
+    refuse_empty(db, name, rank_edges, allow_empty)
     sets = [(row, edges)]
     if paths:
         sets.append(cross_rank_set(run, run_idx, name, options, window, all_steps, paths))
