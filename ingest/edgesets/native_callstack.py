@@ -101,15 +101,8 @@ def call_stack_edges(
     if len(row) < 2:
         return Edges.empty()
     blocking = clip.name_in(BLOCKING_CALLS if rules.exact_ties else BLOCKING_CALLS_ANY)
-    step = np.where(enter, 1, -1)
-    first = np.ones(len(row), bool)
-    first[1:] = thr[1:] != thr[:-1]
-    csum = np.cumsum(step)
-    seg = np.maximum.accumulate(np.where(first, np.arange(len(row)), 0))
-    depth_after = csum - (csum - step)[seg]
+    step, depth_after, a, b = _walk(enter, thr)
     node = 2 * row + np.where(enter, 0, 1)
-    a = np.nonzero(~first[1:])[0]  # pair (a, a + 1) within one thread
-    b = a + 1
     zero = ~enter[b] & blocking[row[b]]
     times = node_times(clip.ts, clip.end)
     if rules.runtime_lock:
@@ -121,6 +114,21 @@ def call_stack_edges(
     top_exit = ~enter[a] & (depth_after[a] == 0)
     kind = np.where(top_exit, DEPENDENCY, OPERATOR_KERNEL)
     return make_edges(node[a], node[b], kind, times, zero & ~top_exit)
+
+
+def _walk(
+    enter: np.ndarray, thread: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Over boundaries grouped by thread (enter: a start): +1/-1 per boundary, the stack depth
+    after each, and the consecutive pairs (a, b = a + 1) within one thread."""
+    step = np.where(enter, 1, -1)
+    first = np.ones(len(enter), bool)
+    first[1:] = thread[1:] != thread[:-1]
+    csum = np.cumsum(step)
+    seg = np.maximum.accumulate(np.where(first, np.arange(len(enter)), 0))
+    depth_after = csum - (csum - step)[seg]
+    a = np.nonzero(~first[1:])[0]
+    return step, depth_after, a, a + 1
 
 
 def _merged_tids(clip: Frame) -> np.ndarray:
@@ -153,14 +161,7 @@ def time_chain_edges(clip: Frame, has_node: np.ndarray, tid: np.ndarray) -> Edge
     sub = np.where(zero, np.where(is_start, 0, 1), np.where(is_start, -dur[local], -ts[local]))
     order = np.lexsort((local, sub, cls, time, thread[local]))
     local, is_start, thr = local[order], is_start[order], thread[local][order]
-    step = np.where(is_start, 1, -1)
-    first = np.ones(len(local), bool)
-    first[1:] = thr[1:] != thr[:-1]
-    csum = np.cumsum(step)
-    seg = np.maximum.accumulate(np.where(first, np.arange(len(local)), 0))
-    depth_after = csum - (csum - step)[seg]
-    a = np.nonzero(~first[1:])[0]
-    b = a + 1
+    _, depth_after, a, b = _walk(is_start, thr)
     node = 2 * rows[local] + np.where(is_start, 0, 1)
     top_exit = ~is_start[a] & (depth_after[a] == 0)
     kind = np.where(top_exit, DEPENDENCY, OPERATOR_KERNEL)
