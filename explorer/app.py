@@ -3,7 +3,9 @@
 Screens are modes (`MODES`), one module each under `explorer/screens/`. Every database call runs in
 a thread worker that posts a past-tense message (explorer/messages.py); handlers update the UI.
 The app holds only UI state (`Focus`: which run, rank, step, edge set and event the user looks
-at) and the one read-only `GraphStore` of its database.
+at) and the one read-only `GraphStore` of its database. A database that cannot be explored (not
+Kuzu, no tracegraph tables, no runs) is explained once, in words (`database_problem`); the quit
+keys work from every screen and dialog.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 
+from textual import work
+from textual.actions import SkipAction
 from textual.app import App, SystemCommand
 from textual.reactive import reactive
 from textual.screen import Screen
@@ -23,8 +27,9 @@ from tracegraph.queries.runs import RunRef, list_runs
 
 from . import keymap
 from .messages import EventChosen, StepChosen
+from .screens.base import DatabaseUnusable
 from .screens.console import ConsoleScreen
-from .screens.dialogs import HelpScreen
+from .screens.dialogs import HelpScreen, UnusableDatabaseDialog
 from .screens.diff import DiffScreen
 from .screens.inspector import InspectorScreen
 from .screens.overview import OverviewScreen
@@ -32,6 +37,7 @@ from .screens.step import StepScreen
 
 DEFAULT_TIMEOUT_S = 30.0
 WARM_UP_AFTER_S = 0.5
+KUZU_MAGIC = b"KUZU"  # the first bytes of a Kuzu database file
 
 _STORES: dict[Path, GraphStore] = {}
 _STORES_LOCK = threading.Lock()
@@ -51,6 +57,51 @@ def close_store(db: Path) -> None:
         store = _STORES.pop(Path(db).resolve(), None)
     if store is not None:
         store.close()
+
+
+def _ingest_hint(db: Path) -> str:
+    return f"ingest a trace with `tracegraph ingest TRACE --db {db}`"
+
+
+def file_problem(db: Path) -> str | None:
+    """Why the file `db` is no Kuzu database, in one line; None when it looks like one.
+
+    Reads at most the first 4 bytes and writes nothing; what Kuzu then says of it is its own.
+    """
+    path = Path(db)
+    if not path.exists():
+        return f"{db}: no such database"
+    if path.is_dir():
+        return f"{db}: a directory, not a Kuzu database file"
+    if not path.is_file():
+        return f"{db}: not a regular file, so not a Kuzu database"
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as handle:
+            head = handle.read(len(KUZU_MAGIC))
+    except OSError as exc:
+        return f"{db}: cannot read it ({exc.strerror or exc})"
+    if size == 0:
+        return f"{db}: not a Kuzu database (0 bytes); {_ingest_hint(db)}"
+    if head != KUZU_MAGIC:
+        return f"{db}: not a Kuzu database ({size:,} bytes, without Kuzu's header)"
+    return None
+
+
+def store_problem(db: Path, store: GraphStore) -> tuple[str | None, list[RunRef]]:
+    """Why the open database `db` cannot be explored, in words (None: it can), and its runs."""
+    tables = store.run("CALL show_tables() RETURN name").table.column("name").to_pylist()
+    if "Run" not in tables or "Rank" not in tables:
+        if problem := file_problem(db):
+            return problem, []
+        if not tables:
+            return f"{db} is empty: it holds no tracegraph tables; {_ingest_hint(db)}", []
+        shown = ", ".join(sorted(tables)[:8]) + (", …" if len(tables) > 8 else "")
+        return f"{db} is not a tracegraph database: its tables ({shown}) lack Run and Rank", []
+    runs = list_runs(store)
+    if not runs:
+        return f"{db} holds no runs yet: {_ingest_hint(db)}", []
+    return None, runs
 
 
 @dataclass(frozen=True)
@@ -98,14 +149,50 @@ class TraceExplorer(App[int]):
         self._keys = keys or {}
         self._warm = warm_up
         self._runs: list[RunRef] | None = None
+        self._problem: str | None = None
         self._runs_lock = threading.Lock()
+        self.unusable: str | None = None  # why the database cannot be explored, once explained
         self.sub_title = str(self.db)
 
     def on_mount(self) -> None:
         if self._keys:
             self.set_keymap(self._keys)
+        self.check_database()
         if self._warm:
             self.set_timer(WARM_UP_AFTER_S, self._warm_up)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="database")
+    def check_database(self) -> None:
+        """Explain a database that cannot be explored, whichever screen the app starts on."""
+        try:
+            problem = self.database_problem()
+        except Exception:  # noqa: BLE001 - the screens' own queries report what failed
+            return
+        if problem is not None:
+            self.post_message(DatabaseUnusable(problem))
+
+    def on_database_unusable(self, message: DatabaseUnusable) -> None:
+        """The explanation, once: closing the dialog does not bring it back."""
+        if self.unusable is not None:
+            return
+        self.unusable = message.problem
+        self.push_screen(UnusableDatabaseDialog(message.problem), self._unusable_closed)
+
+    def _unusable_closed(self, quit_app: bool | None) -> None:
+        if quit_app:
+            self.exit()
+
+    async def action_quit(self) -> None:
+        """Quit, first interrupting a running query (its worker thread would hold the exit)."""
+        self.store.interrupt()
+        self.exit()
+
+    async def action_quit_unless_typing(self) -> None:
+        """`q`: quit, unless the focused widget takes the key as text (an Input, the editor)."""
+        focused = self.focused
+        if focused is not None and focused.check_consume_key("q", "q"):
+            raise SkipAction()
+        await self.action_quit()
 
     def _warm_up(self) -> None:
         """Build the screens of the other modes in the background, one per idle moment.
@@ -130,11 +217,21 @@ class TraceExplorer(App[int]):
 
     # ---- data shared by screens (called from workers) --------------------------------------
     def runs(self) -> list[RunRef]:
-        """The database's runs, read once (workers only: this queries the store)."""
+        """The database's runs, read once; none where it cannot be explored (workers only: this
+        queries the store)."""
+        self._read_runs()
+        return self._runs or []
+
+    def database_problem(self) -> str | None:
+        """Why the database cannot be explored (not Kuzu, no tracegraph tables, no runs), in
+        words; None when it holds runs (workers only)."""
+        self._read_runs()
+        return self._problem
+
+    def _read_runs(self) -> None:
         with self._runs_lock:
             if self._runs is None:
-                self._runs = list_runs(self.store)
-            return self._runs
+                self._problem, self._runs = store_problem(self.db, self.store)
 
     def run_ref(self, name: str | None) -> RunRef | None:
         runs = self.runs()
@@ -162,12 +259,16 @@ class TraceExplorer(App[int]):
         """Palette entries from the keymap ("namespace: verb"), then Textual's own."""
         scope = getattr(screen, "SCOPE", None)
         for spec in keymap.KEYMAP["app"]:
-            yield SystemCommand(spec.command, spec.description, partial(self._palette, spec, None))
+            if spec.palette:
+                yield SystemCommand(
+                    spec.command, spec.description, partial(self._palette, spec, None)
+                )
         if scope in keymap.KEYMAP:
             for spec in keymap.KEYMAP[scope]:
-                yield SystemCommand(
-                    spec.command, spec.description, partial(self._palette, spec, screen)
-                )
+                if spec.palette:
+                    yield SystemCommand(
+                        spec.command, spec.description, partial(self._palette, spec, screen)
+                    )
         yield from (c for c in super().get_system_commands(screen) if c.title != "Quit")
 
     def _palette(self, spec: keymap.KeySpec, screen: Screen | None) -> None:

@@ -48,6 +48,8 @@ def run_cancellable(
         _stop(store, worker, "interrupted", EXIT_INTERRUPTED)
         raise
     result = outcome[0]
+    if isinstance(result, QueryError) and deadline is not None and time.monotonic() >= deadline:
+        raise QueryError(f"query timed out after {timeout_s:g} s") from result  # Kuzu's own
     if isinstance(result, BaseException):
         raise result
     return result

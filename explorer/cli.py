@@ -89,8 +89,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"tracegraph: error: {_error_line(exc, db)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("tracegraph: interrupted", file=sys.stderr)
-        return 130
+        print("tracegraph: interrupted", file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        # Leave now: a Ctrl-C can land while Kuzu objects are half set up, and tearing those
+        # down at interpreter exit can crash. Writes are staged (a kill leaves the database as
+        # it was), so there is nothing to finish.
+        os._exit(130)
     except BrokenPipeError:
         # the reader (e.g. `| head`) went away: stop quietly, as other CLI tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -825,9 +829,15 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _explore(args: argparse.Namespace) -> int:
-    from .app import run_app  # textual loads only for the TUI
+    from .app import file_problem, run_app  # textual loads only for the TUI
 
-    return run_app(_existing(args.db))
+    db = _existing(args.db)
+    # refused before the app starts (one line, exit 2): a directory, an empty or non-Kuzu file;
+    # a Kuzu database without tracegraph tables or runs is explained in the app
+    problem = file_problem(db)
+    if problem is not None:
+        raise UsageError(problem)
+    return run_app(db)
 
 
 def _existing(db: Path) -> Path:

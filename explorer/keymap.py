@@ -22,6 +22,8 @@ class KeySpec:
     command: str  # command palette title, "namespace: verb"
     show: bool = True
     name: str = ""  # binding id suffix; defaults to the action's name
+    priority: bool = False  # checked before the focused widget, also above dialogs (quit keys)
+    palette: bool = True  # offered in the command palette
 
     @property
     def binding_name(self) -> str:
@@ -40,7 +42,19 @@ KEYMAP: dict[str, tuple[KeySpec, ...]] = {
             "switch_mode('console')", "5,f5", "Console", "screen: query console", name="console"
         ),
         KeySpec("help", "question_mark,f9", "Help", "app: help"),
-        KeySpec("quit", "ctrl+q", "Quit", "app: quit", show=False),
+        # quitting works from every screen and dialog: Ctrl+C / Ctrl+Q even while typing, `q`
+        # wherever it is not typed text (TraceExplorer.action_quit_unless_typing)
+        KeySpec("quit", "ctrl+q,ctrl+c", "Quit", "app: quit", show=False, priority=True),
+        KeySpec(
+            "quit_unless_typing",
+            "q",
+            "Quit",
+            "app: quit (q, not in a text field)",
+            show=False,
+            name="quit_q",
+            priority=True,
+            palette=False,
+        ),
     ),
     "overview": (
         KeySpec("open_step", "enter", "Open step", "overview: open step"),
@@ -114,7 +128,14 @@ def binding_id(scope: str, spec: KeySpec) -> str:
 def bindings(scope: str) -> list[BindingType]:
     """Textual bindings of one scope, each with its id, so that user keymaps can rebind it."""
     return [
-        Binding(s.key, s.action, s.description, show=s.show, id=binding_id(scope, s))
+        Binding(
+            s.key,
+            s.action,
+            s.description,
+            show=s.show,
+            priority=s.priority,
+            id=binding_id(scope, s),
+        )
         for s in KEYMAP[scope]
     ]
 

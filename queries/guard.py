@@ -31,7 +31,8 @@ WRITE_WORDS = frozenset(
     {
         "CREATE", "MERGE", "SET", "DELETE", "DETACH", "REMOVE", "DROP", "ALTER", "RENAME",
         "EXPORT", "IMPORT", "INSTALL", "UNINSTALL", "UPDATE", "ATTACH", "USE", "CHECKPOINT",
-        "BEGIN", "COMMIT", "ROLLBACK", "TRANSACTION", "EXTENSION", "FORCE",
+        "BEGIN", "COMMIT", "ROLLBACK", "TRANSACTION", "EXTENSION", "FORCE", "COMMENT", "MACRO",
+        "SEQUENCE",
     }
 )  # fmt: skip
 FILE_WORDS = frozenset({"LOAD", "COPY"})

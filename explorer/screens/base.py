@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, cast
 
+from rich.text import Text
+from textual.message import Message
 from textual.screen import Screen
+from textual.widgets import Static
 from textual.worker import Worker, WorkerState
 
 from ..messages import QueryFailed
@@ -14,16 +18,34 @@ if TYPE_CHECKING:
     from ..app import TraceExplorer
 
 
+@dataclass
+class DatabaseUnusable(Message):
+    """The database cannot be explored (not Kuzu, no tracegraph tables, no runs), in words.
+
+    Posted by the app's start-up check and by a screen's worker that found no run; the screen
+    shows it on its status line, the app explains it once in a dialog. (Here rather than in
+    explorer/messages.py, which the screens' data messages own.)
+    """
+
+    problem: str
+
+
 class ExplorerScreen(Screen[None]):
     """A mode of the explorer; `SCOPE` names its bindings in explorer/keymap.py."""
 
     SCOPE: ClassVar[str] = "app"
+    _under_error = False  # an error dialog was pushed on top of this screen
 
     @property
     def explorer(self) -> TraceExplorer:
         return cast("TraceExplorer", self.app)
 
     def on_screen_resume(self) -> None:
+        if self._under_error:
+            # An error dialog closed: syncing would retry what just failed and, where it fails
+            # for good (an empty database, a query that always times out), reopen the dialog.
+            self._under_error = False
+            return
         # Warming up mounts a mode's screen in the background (it gets a resume too): skip it.
         # Otherwise sync after the first refresh: widgets updated while a mode switch is
         # batched stay blank on a freshly mounted screen.
@@ -34,7 +56,19 @@ class ExplorerScreen(Screen[None]):
         """Load what the app's focus asks for, if it is not what the screen shows."""
 
     def show_error(self, title: str, message: str) -> None:
+        if self.is_active:  # the dialog goes on top of this screen, its closing resumes it
+            self._under_error = True
         self.app.push_screen(ErrorDialog(title, message))
+
+    def show_status(self, text: str) -> None:
+        """`text` (not markup) on the screen's status line, if it has one."""
+        for line in self.query(".status").results(Static):
+            line.update(Text(text))
+            return
+
+    def on_database_unusable(self, message: DatabaseUnusable) -> None:
+        # not stopped: it bubbles on to the app, which explains it (once) in a dialog
+        self.show_status(message.problem)
 
     def on_query_failed(self, message: QueryFailed) -> None:
         message.stop()
@@ -42,7 +76,11 @@ class ExplorerScreen(Screen[None]):
 
     def query_failed(self, message: QueryFailed) -> None:
         """A dialog naming what failed; screens override this (not the handler: Textual calls
-        the handlers of every class in the MRO)."""
+        the handlers of every class in the MRO). Where the database cannot be explored at all,
+        the app explained that once already: the status line repeats it, with no dialog."""
+        if self.explorer.unusable is not None:
+            self.show_status(self.explorer.unusable)
+            return
         self.show_error(f"Could not load {message.cypher}", message.error)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

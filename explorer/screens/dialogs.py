@@ -1,8 +1,13 @@
-"""Modal dialogs: each is a ModalScreen[T] that dismisses with a typed result."""
+"""Modal dialogs: each is a ModalScreen[T] that dismisses with a typed result.
+
+None of them binds the quit keys: the app's priority bindings (explorer/keymap.py) quit from every
+dialog, Ctrl+C / Ctrl+Q also while an Input has the focus, `q` wherever it is not typed text.
+"""
 
 from __future__ import annotations
 
 from rich.markup import escape
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -16,7 +21,8 @@ from .. import keymap
 
 
 class ErrorDialog(ModalScreen[None]):
-    """An error message, scrollable and selectable (copy with Ctrl+C), closed with Esc/Enter."""
+    """An error message, scrollable and selectable (`c` or the Copy button copies it), closed
+    with Esc/Enter."""
 
     BINDINGS = [Binding("escape,enter", "close", "Close"), Binding("c", "copy", "Copy")]
 
@@ -87,6 +93,12 @@ class ParamsDialog(ModalScreen[dict[str, str] | None]):
                 yield Button("Run", variant="primary", id="run")
                 yield Button("Cancel", id="cancel")
 
+    def on_mount(self) -> None:
+        # the first value, not the scrolling frame: typed keys (`q` too) go into the field
+        for field in self.query(Input).results():
+            field.focus()
+            break
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         inputs = list(self.query(Input))
         at = inputs.index(event.input)
@@ -136,7 +148,7 @@ class CannedPicker(ModalScreen[CannedQuery | None]):
 class HelpScreen(ModalScreen[None]):
     """The keys of the current screen and the global ones."""
 
-    BINDINGS = [Binding("escape,question_mark,q", "close", "Close")]
+    BINDINGS = [Binding("escape,question_mark", "close", "Close")]
 
     def __init__(self, scope: str) -> None:
         super().__init__()
@@ -151,10 +163,46 @@ class HelpScreen(ModalScreen[None]):
             for spec in keymap.KEYMAP.get(scope, ()):
                 lines.append(f"  {escape(keymap.key_label(spec.key)):<22} {escape(spec.command)}")
         lines.append("")
-        lines.append("Ctrl+P opens the command palette; Tab moves between panes.")
+        lines.append("Ctrl+P opens the command palette; Tab moves between panes; Esc closes this.")
+        lines.append("q quits, except in a text field; Ctrl+C and Ctrl+Q quit everywhere.")
         with VerticalScroll(id="dialog"):
             yield Label("Keys", id="dialog-title")
             yield Static("\n".join(lines), id="help-text")
 
     def action_close(self) -> None:
         self.dismiss(None)
+
+
+class UnusableDatabaseDialog(ModalScreen[bool]):
+    """Why the database cannot be explored (not Kuzu, no tracegraph tables, no runs), in words.
+
+    Shown once per app: True (Enter on Quit, the default) quits, False (Esc, Close) leaves the
+    app open to look around; closing it never brings it back.
+    """
+
+    BINDINGS = [Binding("escape", "close", "Close")]
+
+    def __init__(self, problem: str) -> None:
+        super().__init__()
+        self.problem = problem
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="error"):
+            yield Label("Nothing to explore", id="dialog-title")
+            yield Static(Text(self.problem), id="unusable-text")
+            yield Static(
+                "Enter or q quits (so do Ctrl+C and Ctrl+Q); Esc closes this message.",
+                classes="note",
+            )
+            with Horizontal(classes="buttons"):
+                yield Button("Quit", variant="primary", id="quit")
+                yield Button("Close", id="close")
+
+    def on_mount(self) -> None:
+        self.query_one("#quit", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "quit")
+
+    def action_close(self) -> None:
+        self.dismiss(False)

@@ -18,7 +18,7 @@ from tracegraph.queries.step import edge_set_names
 from .. import keymap
 from ..messages import GpuBusyLoaded, OverviewLoaded, QueryFailed, RanksListed, StepChosen
 from ..widgets.format import duration, ms, percent, sparkline
-from .base import ExplorerScreen
+from .base import DatabaseUnusable, ExplorerScreen
 
 
 def _straggler_cell(verdict: StepVerdict | None) -> str | Text:
@@ -67,7 +67,10 @@ class OverviewScreen(ExplorerScreen):
             runs = self.explorer.runs()
             run = self.explorer.run_ref(run_name)
             if run is None:
-                self.post_message(QueryFailed("the overview", "the database holds no runs"))
+                # the database cannot be explored: the app explains why, once (not a QueryFailed,
+                # whose dialog would reload the overview, fail again and reopen when closed)
+                why = self.explorer.database_problem() or "the database holds no runs"
+                self.post_message(DatabaseUnusable(why))
                 return
             self.post_message(RanksListed(run, runs))
             overview = run_overview(self.explorer.store, run)

@@ -94,7 +94,8 @@ def test_canned_query_and_listing(ddp_db: Path, capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["query", "{db}", "MATC (n) RETURN n"], "Parser exception"),
+        (["query", "{db}", "MATCH (n RETURN n"], "Parser exception"),
+        (["query", "{db}", "MATC (n) RETURN n"], "queries are read-only"),
         (
             ["query", "{db}", "MATCH (n:Op) RETURN count(*)", "--param", "rank=3"],
             "unknown parameter",

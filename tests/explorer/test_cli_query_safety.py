@@ -85,9 +85,23 @@ def _cli(*args: object) -> subprocess.Popen[str]:
     )
 
 
+def _wait_for_cpu(proc: subprocess.Popen[str], seconds: float) -> None:
+    """Until the process has used `seconds` of CPU (Linux), or 30 s have passed."""
+    stat = Path(f"/proc/{proc.pid}/stat")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and proc.poll() is None:
+        if not stat.exists():
+            time.sleep(seconds)
+            return
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        if (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") >= seconds:
+            return
+        time.sleep(0.05)
+
+
 def test_ctrl_c_stops_a_running_query_within_a_second(db_copy: Path) -> None:
     proc = _cli("query", db_copy, SLOW, "--timeout-s", "0")
-    time.sleep(2.0)  # started, and well into the query
+    _wait_for_cpu(proc, 2.0)  # started, and well into the query (a loaded machine is slow)
     assert proc.poll() is None
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)

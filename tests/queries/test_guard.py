@@ -44,6 +44,7 @@ REFUSED = [
     ("MATCH (n:Op) DETACH DELETE n", "DETACH"),
     ("MATCH (n:Op) RETURN n; MATCH (m:Op) DELETE m", "one statement"),
     ("DROP TABLE Op", "DROP"),
+    ("COMMENT ON TABLE Op IS 'x'", "COMMENT"),
     ("", "empty"),
 ]
 
