@@ -23,7 +23,8 @@ from textual.reactive import reactive
 from textual.screen import Screen
 
 from tracegraph.ingest.store import GraphStore
-from tracegraph.queries.runs import RunRef, list_runs
+from tracegraph.queries.runs import RunRef
+from tracegraph.queries.usable import store_problem
 
 from . import keymap
 from .messages import EventChosen, StepChosen
@@ -37,7 +38,6 @@ from .screens.step import StepScreen
 
 DEFAULT_TIMEOUT_S = 30.0
 WARM_UP_AFTER_S = 0.5
-KUZU_MAGIC = b"KUZU"  # the first bytes of a Kuzu database file
 
 _STORES: dict[Path, GraphStore] = {}
 _STORES_LOCK = threading.Lock()
@@ -57,51 +57,6 @@ def close_store(db: Path) -> None:
         store = _STORES.pop(Path(db).resolve(), None)
     if store is not None:
         store.close()
-
-
-def _ingest_hint(db: Path) -> str:
-    return f"ingest a trace with `tracegraph ingest TRACE --db {db}`"
-
-
-def file_problem(db: Path) -> str | None:
-    """Why the file `db` is no Kuzu database, in one line; None when it looks like one.
-
-    Reads at most the first 4 bytes and writes nothing; what Kuzu then says of it is its own.
-    """
-    path = Path(db)
-    if not path.exists():
-        return f"{db}: no such database"
-    if path.is_dir():
-        return f"{db}: a directory, not a Kuzu database file"
-    if not path.is_file():
-        return f"{db}: not a regular file, so not a Kuzu database"
-    try:
-        size = path.stat().st_size
-        with path.open("rb") as handle:
-            head = handle.read(len(KUZU_MAGIC))
-    except OSError as exc:
-        return f"{db}: cannot read it ({exc.strerror or exc})"
-    if size == 0:
-        return f"{db}: not a Kuzu database (0 bytes); {_ingest_hint(db)}"
-    if head != KUZU_MAGIC:
-        return f"{db}: not a Kuzu database ({size:,} bytes, without Kuzu's header)"
-    return None
-
-
-def store_problem(db: Path, store: GraphStore) -> tuple[str | None, list[RunRef]]:
-    """Why the open database `db` cannot be explored, in words (None: it can), and its runs."""
-    tables = store.run("CALL show_tables() RETURN name").table.column("name").to_pylist()
-    if "Run" not in tables or "Rank" not in tables:
-        if problem := file_problem(db):
-            return problem, []
-        if not tables:
-            return f"{db} is empty: it holds no tracegraph tables; {_ingest_hint(db)}", []
-        shown = ", ".join(sorted(tables)[:8]) + (", …" if len(tables) > 8 else "")
-        return f"{db} is not a tracegraph database: its tables ({shown}) lack Run and Rank", []
-    runs = list_runs(store)
-    if not runs:
-        return f"{db} holds no runs yet: {_ingest_hint(db)}", []
-    return None, runs
 
 
 @dataclass(frozen=True)

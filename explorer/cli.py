@@ -50,6 +50,7 @@ from tracegraph.queries.diff import (
 )
 from tracegraph.queries.guard import QueryRefused, check_read_only
 from tracegraph.queries.summary import database_info
+from tracegraph.queries.usable import file_problem, store_problem
 from tracegraph.queries.whatif import (
     CRITICAL_SYNC_ONLY,
     Scaling,
@@ -829,7 +830,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _explore(args: argparse.Namespace) -> int:
-    from .app import file_problem, run_app  # textual loads only for the TUI
+    from .app import run_app  # textual loads only for the TUI
 
     db = _existing(args.db)
     # refused before the app starts (one line, exit 2): a directory, an empty or non-Kuzu file;
@@ -847,7 +848,16 @@ def _existing(db: Path) -> Path:
 
 
 def _open(db: Path, timeout_ms: int = 60_000) -> GraphStore:
-    return GraphStore(_existing(db), read_only=True, timeout_ms=timeout_ms)
+    """The database, read-only; a path that holds nothing to read is a one-line error."""
+    problem = file_problem(_existing(db))
+    if problem is not None:
+        raise UsageError(problem)
+    store = GraphStore(db, read_only=True, timeout_ms=timeout_ms)
+    problem, _ = store_problem(db, store)
+    if problem is not None:
+        store.close()
+        raise UsageError(problem)
+    return store
 
 
 Handler = Callable[[argparse.Namespace], int]

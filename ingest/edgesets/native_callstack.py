@@ -179,7 +179,7 @@ def runtime_lock_edges(clip: Frame, has_node: np.ndarray, lock: np.ndarray) -> E
     times = node_times(clip.ts, clip.end)
     nodes = np.concatenate([2 * rows, 2 * rows + 1])
     is_end = np.concatenate([np.zeros(len(rows), bool), np.ones(len(rows), bool)])
-    ev = np.concatenate([clip.ev_idx[rows], clip.ev_idx[rows]])
+    ev = np.concatenate([clip.seq[rows], clip.seq[rows]])
     order = np.lexsort((ev, times[nodes].astype(np.float64)))
     nodes, is_end = nodes[order], is_end[order]
     seq = np.arange(len(nodes))

@@ -8,7 +8,15 @@ columns, built from tracegraph's parsed table with whole-array passes:
   start is ceiled and the end floored, `round_down_time_stamps`), else exact ns;
 - `stream`, `correlation`, `wait_on_*` from args (HTA's default -1);
 - `index_correlation` (HTA `transform_correlation_to_index`): a launch and its GPU activity point
-  at each other's label; when several match, the last one in file order wins on each side;
+  at each other's label; when several match, the last one in row order wins on each side;
+- with HTA's row rules the rows are in file order, as HTA's frame is. With tracegraph's own, they
+  are in an order that does not depend on the file (`canonical_order`): by start, longer first,
+  then by what the event is (pid, tid, kind, category, name, stream, ids), `ev_idx` only among
+  events that are alike in all of these; pids become numbers by the time of their first event.
+  The same events so give the same frame, and the same graph and critical path, from a per-rank
+  file and from a merged file that renumbers pids or interleaves the ranks' events by time.
+  `seq` is each row's position in that order (the tie-break wherever one is needed; HTA's
+  frames: `ev_idx`);
 - with `hta_quirks` (HTA's `_filter_irrelevant_gpu_kernels`, applied when the trace names two
   or more `ProfilerStep` symbols): the last step's CPU events and the GPU events they did not
   launch are dropped, and the rows are reordered GPU first, as HTA's frame is.
@@ -86,6 +94,7 @@ FRAME_COLUMNS = (
 )
 ARRAY_FIELDS = (
     "ev_idx",
+    "seq",
     "kind",
     "pid",
     "tid",
@@ -101,10 +110,12 @@ ARRAY_FIELDS = (
 
 @dataclass(frozen=True)
 class Frame:
-    """Columns of one rank's rows, in HTA's frame order; times in `unit_ns` nanoseconds."""
+    """Columns of one rank's rows, in HTA's frame order (HTA's rules) or the canonical order
+    (tracegraph's); times in `unit_ns` nanoseconds."""
 
     rank: int
-    ev_idx: np.ndarray
+    ev_idx: np.ndarray  # the row's event: its position in the file's traceEvents
+    seq: np.ndarray  # the tie-break among rows: ev_idx (HTA's rules), else the canonical position
     kind: np.ndarray  # KIND_* code of each row (tracegraph's node label)
     cat: Strings
     name: Strings
@@ -194,18 +205,21 @@ def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: 
     """One rank's frame with HTA's times and/or HTA's row rules, else tracegraph's own.
 
     tracegraph's own rules: exact ns; GPU rows are kernels, memcpy/memset and cuda_sync events
-    (by category, not by a `stream` arg), on one stream lane per (device, stream); no rows dropped.
+    (by category, not by a `stream` arg), on one stream lane per (device, stream); no rows
+    dropped; rows in the canonical order, pids numbered by first event (see the module docstring).
     """
     if isinstance(source, RankTrace):
         source = frame_source(source)
     hta = hta_quirks
     rows = source.rows
+    if not hta:
+        rows = rows.take(canonical_order(rows))
     ts_ns, dur_ns = _ints(rows, "ts", 0), _ints(rows, "dur", 0)
     ts, dur, unit = _times(ts_ns, dur_ns) if hta_times else (ts_ns, dur_ns, 1)
     origin = int(ts.min()) if len(ts) else 0
     ts = ts - origin
     kind = _kinds(rows["label"])
-    pid = _ints(rows, "pid")
+    pid = _ints(rows, "pid") if hta else _pid_numbers(_ints(rows, "pid"), ts_ns)
     wait_on_stream = _ints(rows, "wait_on_stream")
     if hta:
         stream = _ints(rows, "hta_stream")
@@ -219,11 +233,12 @@ def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: 
     else:
         gpu = (kind == KIND_KERNEL) | (kind == KIND_SYNC)
     ev_idx = rows["ev_idx"].to_numpy().astype(np.int64)
-    index_correlation = _index_correlation(ev_idx, correlation, gpu)
+    index_correlation = _index_correlation(ev_idx, correlation, gpu, unmatched_zero=hta)
     symbols = frozenset(v for v in name.values + cat.values if v is not None)
     frame = Frame(
         source.rank,
         ev_idx=ev_idx,
+        seq=ev_idx.copy() if hta else np.arange(len(ev_idx), dtype=np.int64),
         kind=kind,
         cat=cat,
         name=name,
@@ -245,6 +260,51 @@ def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: 
     if hta:
         frame = _drop_last_step(frame, gpu)
     return frame
+
+
+# The canonical order's keys, most significant first (those a source has; `_pid` is added).
+CANONICAL_KEYS = (
+    ("ts", "ascending"),
+    ("dur", "descending"),
+    ("_pid", "ascending"),
+    ("tid", "ascending"),
+    ("label", "ascending"),
+    ("cat", "ascending"),
+    ("name", "ascending"),
+    ("stream", "ascending"),
+    ("correlation", "ascending"),
+    ("wait_on_stream", "ascending"),
+    ("wait_on_event_corr", "ascending"),
+    ("ev_idx", "ascending"),
+)
+
+
+def canonical_order(rows: pa.Table) -> pa.Array:
+    """Row order by what each event is, not where the file has it (tracegraph's frames).
+
+    Two files with the same events of a rank, in any order and under any pid numbering (a
+    per-rank file and a merged one), give the same sequence of events; only events alike in
+    every key are left in file order, and those are interchangeable.
+    """
+    pid = _pid_numbers(_ints(rows, "pid"), _ints(rows, "ts", 0))
+    keyed = rows.append_column("_pid", pa.array(pid, pa.int64()))
+    keys = [k for k in CANONICAL_KEYS if k[0] in keyed.column_names]
+    return pc.sort_indices(keyed, sort_keys=keys)
+
+
+def _pid_numbers(pid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """pids renumbered 0, 1, ... by their first event (then more events first, then the pid):
+    merged files renumber pids, the order of their first events stays."""
+    if len(pid) == 0:
+        return pid
+    uniq, inverse = np.unique(pid, return_inverse=True)
+    inverse = inverse.ravel()
+    first = np.full(len(uniq), np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(first, inverse, ts)
+    count = np.bincount(inverse, minlength=len(uniq))
+    number = np.empty(len(uniq), np.int64)
+    number[np.lexsort((uniq, -count, first))] = np.arange(len(uniq))
+    return number[inverse]
 
 
 def _kinds(labels: pa.ChunkedArray) -> np.ndarray:
@@ -335,9 +395,17 @@ def _last_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return sorted_keys[last], order[last]
 
 
-def _index_correlation(ev_idx: np.ndarray, corr: np.ndarray, gpu: np.ndarray) -> np.ndarray:
-    """HTA's `index_correlation`: launch ↔ GPU row by correlation, the last match winning."""
-    out = np.minimum(corr, 0)
+def _index_correlation(
+    ev_idx: np.ndarray, corr: np.ndarray, gpu: np.ndarray, unmatched_zero: bool
+) -> np.ndarray:
+    """HTA's `index_correlation`: launch ↔ GPU row by correlation, the last match winning.
+
+    A row without a match is 0 in HTA (`unmatched_zero`), which is also the label of the
+    file's first event: tracegraph's own rules use -1, so that an unlaunched GPU row is not
+    taken for one launched by event 0 (only in the file that has it: not in a merged file,
+    where event 0 is another rank's).
+    """
+    out = np.minimum(corr, 0) if unmatched_zero else np.full(len(corr), -1, np.int64)
     linked = corr != -1
     cpu_rows = np.nonzero(linked & ~gpu)[0]
     gpu_rows = np.nonzero(linked & gpu)[0]

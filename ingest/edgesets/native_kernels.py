@@ -73,7 +73,7 @@ def kernel_edges(
     is_sync = clip.cat_in(("cuda_sync",))[rows]
     sort_by = np.where(is_sync, clip.end[rows], clip.ts[rows])
     if not rules.hta:
-        s = rows[np.lexsort((clip.ev_idx[rows], sort_by))]
+        s = rows[np.lexsort((clip.seq[rows], sort_by))]
     else:
         dtype = clip.ts_dtype
         if rules.int_cast_after_record_merge and look.previous_launch is not None:

@@ -45,7 +45,7 @@ def _launch_rows(full: Frame, names: frozenset[str] | None) -> np.ndarray:
     ic = full.index_correlation
     if names is not None:
         return np.nonzero(full.name_in(names) & (ic > 0))[0]
-    rows = np.nonzero((full.stream == -1) & (ic > 0))[0]
+    rows = np.nonzero((full.stream == -1) & (ic >= 0))[0]
     target = full.position_of(ic[rows])
     ok = target >= 0
     ok[ok] = full.kind[target[ok]] == KIND_KERNEL
@@ -67,7 +67,9 @@ def launches(full: Frame, names: frozenset[str] | None, dtype: np.dtype | None) 
     calls = calls[quicksort(full.ts[calls], dtype)]
     kernel = full.position_of(ic[calls])
     is_kernel = kernel >= 0
-    is_kernel[is_kernel] = (full.stream[kernel[is_kernel]] != -1) & (ic[kernel[is_kernel]] > 0)
+    back = ic[kernel[is_kernel]]
+    linked = back > 0 if names is not None else back >= 0  # HTA: 0 is "no match"
+    is_kernel[is_kernel] = (full.stream[kernel[is_kernel]] != -1) & linked
     calls, kernel = calls[is_kernel], kernel[is_kernel]
     return Launches(calls, full.stream[kernel], full.pid[kernel])
 
@@ -225,11 +227,13 @@ def next_launch_of_stream_waits(
     if "cudaStreamWaitEvent" not in full.symbols or "Stream Wait Event" not in full.symbols:
         return None
     ic = full.index_correlation
-    waits = np.nonzero(full.name_in(("cudaStreamWaitEvent",)) & (ic > 0))[0]
+    # HTA: 0 is "no match"; tracegraph's own frames (dtype None) say -1
+    first = 1 if dtype is not None else 0
+    waits = np.nonzero(full.name_in(("cudaStreamWaitEvent",)) & (ic >= first))[0]
     waits = waits[quicksort(full.ts[waits], dtype)]
     target = full.position_of(ic[waits])
     ok = target >= 0
-    ok[ok] = (full.stream[target[ok]] != -1) & (ic[target[ok]] > 0)
+    ok[ok] = (full.stream[target[ok]] != -1) & (ic[target[ok]] >= first)
     waits, target = waits[ok], target[ok]
     w_stream = full.stream[target]
     ts = np.concatenate([full.ts[runs.row], full.ts[waits]])

@@ -5,7 +5,7 @@ name *contains* it; `instance` picks a positional slice of those events in frame
 an inclusive (first, last) pair, or None for 0); the window is the slice's earliest start to its
 latest end. An empty annotation is the whole trace. The clip keeps CPU rows (stream -1) that start
 inside the window with a positive duration, GPU rows whose launching call does, and every
-`Stream Wait Event` row, in label order.
+`Stream Wait Event` row, in label order (tracegraph's own rules: in the frame's order).
 """
 
 from __future__ import annotations
@@ -76,7 +76,8 @@ def clip(frame: Frame, bounds: tuple[float, float], hta: bool = True) -> Frame:
     """HTA's clipped frame: rows inside the window, in label order.
 
     With tracegraph's rules (`hta` False) a GPU row no call launched is kept when it starts
-    inside the window (HTA drops it).
+    inside the window (HTA drops it), and the rows stay in the frame's order, which does not
+    depend on the file (`native_frame.canonical_order`).
     """
     start, end = bounds
     cpu = frame.stream == -1
@@ -91,8 +92,7 @@ def clip(frame: Frame, bounds: tuple[float, float], hta: bool = True) -> Frame:
         linked[linked] = cpu[launcher[linked]]
         own = (frame.ts[gpu_rows] >= start) & (frame.ts[gpu_rows] <= end)
         keep[gpu_rows[np.where(linked, inside[np.maximum(launcher, 0)], own)]] = True
-        rows = np.nonzero(keep)[0]
-        return frame.take(rows[np.argsort(frame.ev_idx[rows], kind="stable")])
+        return frame.take(np.nonzero(keep)[0])  # the frame's (canonical) order
     launcher_rows = np.nonzero(cpu)[0]
     # The CPU row whose index_correlation names this GPU row (HTA joins on that label).
     targets = frame.index_correlation[launcher_rows]
