@@ -144,3 +144,23 @@ def test_nccl_job_paths_hold_the_invariants(tmp_path: Path) -> None:
     result = build_native_edge_set(db, all_steps=True)
     assert len(result.cross_rank) == 2
     _check_paths_against_json(result, dict(enumerate(files)))
+
+
+def test_a_rank_on_another_clock_is_aligned_by_its_collectives(tmp_path: Path) -> None:
+    """Rank 0's host clock runs 5 s ahead (its every timestamp shifted): the offset is found
+    from the collectives' ends, and the late rank and its lateness are the same as before."""
+    files = write_per_rank(LATE, tmp_path / "traces")
+    skew_us = 5_000_000
+    text = files[0].read_text()
+    files[0].write_text(re.sub(r'"ts": (\d+)\.', lambda m: f'"ts": {int(m[1]) + skew_us}.', text))
+    db = tmp_path / "skewed.kuzu"
+    ingest(files, db, IngestOptions(run="skewed"))
+    result = build_native_edge_set(db, all_steps=True)
+    for step, path in enumerate(result.cross_rank):
+        offsets = path.clock_offset_ns
+        assert offsets[0] - offsets[1] == pytest.approx(skew_us * 1000, abs=1_000_000)
+        s = path.straggler
+        assert s is not None and s.rank == LATE_RANK
+        assert s.lateness_ns == pytest.approx(_late_us(step) * 1000, rel=0.05)
+        assert path.bound_by_rank == LATE_RANK
+    _check_paths_against_json(result, dict(enumerate(files)))
