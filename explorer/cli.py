@@ -146,6 +146,13 @@ def _parser() -> argparse.ArgumentParser:
         metavar="PID=RANK",
         help="rank of a pid in a merged file whose events do not say it (repeatable)",
     )
+    p.add_argument(
+        "--max-json-gb",
+        type=float,
+        metavar="GB",
+        help="most JSON a file may hold, gunzipped, in GiB (default 8); also lifts the refusal "
+        "of a .gz expanding over 200x once past 1 GiB",
+    )
     p.set_defaults(handler=_ingest)
 
     p = sub.add_parser("info", help="runs, ranks, counts by label and edge set")
@@ -278,11 +285,18 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _ingest(args: argparse.Namespace) -> int:
-    options = IngestOptions(
-        run=args.run,
-        parse=ParseOptions(rank=args.rank, rank_of_pid=_pid_ranks(args.rank_of_pid)),
-        recursive=args.recursive,
+    max_json, max_ratio = None, None  # the defaults
+    if args.max_json_gb is not None:
+        if not 0 < args.max_json_gb < 1 << 20:
+            raise UsageError(f"--max-json-gb {args.max_json_gb:g}: expected a size in GiB > 0")
+        max_json, max_ratio = int(args.max_json_gb * (1 << 30)), 0.0
+    parse = ParseOptions(
+        rank=args.rank,
+        rank_of_pid=_pid_ranks(args.rank_of_pid),
+        max_json_bytes=max_json,
+        max_gzip_ratio=max_ratio,
     )
+    options = IngestOptions(run=args.run, parse=parse, recursive=args.recursive)
     with stderr_progress() as progress:
         result = ingest(args.paths, args.db, options, progress)
     for name, why in result.skipped:

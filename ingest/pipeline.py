@@ -15,7 +15,7 @@ from . import collectives, link, nodes, schema, syncs
 from .edgesets.native_cache import store_sources
 from .edgesets.native_frame import FrameSource, frame_source
 from .errors import IngestError, TraceFormatError
-from .parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
+from .parse import DROP_REASONS, ParseOptions, RankTrace, parse_file, read_trace_bytes
 from .steps import step_rows
 from .store import KUZU_VERSION, GraphStore, write_transaction
 
@@ -37,6 +37,8 @@ class RankSummary:
     rank: int
     file: str
     counts: dict[str, int]
+    # events left out at parse time, by reason (parse.NO_TS, parse.BAD_DUR)
+    dropped: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,8 @@ class IngestResult:
     ranks: list[RankSummary]
     collectives: int
     edges: dict[str, int]
-    # files found in a folder that are JSON but no trace: (name within the folder, why)
+    # (what, why): files found in a folder that are JSON but no trace (name within the folder),
+    # and events a rank's file held that were left out ("3 event(s) of rank 0 in FILE")
     skipped: tuple[tuple[str, str], ...] = ()
 
 
@@ -139,12 +142,22 @@ def ingest(
         run_idx = _claim_run(store, run, db)
         traces = _rank_traces(found, options.parse, report, files, skipped)
         result = _load(store, _keep_frame_sources(traces, sources), run, run_idx, files)
-    result = replace(result, skipped=tuple(skipped))
+    result = replace(result, skipped=(*skipped, *_dropped_events(result.ranks)))
     # The native builder's inputs, cached beside the database once it is committed, so the
     # first `edges --native` starts from columns instead of decoding the JSON again.
     for file, file_sources in sources.items():
         store_sources(db, Path(file), file_sources)
     return result
+
+
+def _dropped_events(ranks: Iterable[RankSummary]) -> Iterator[tuple[str, str]]:
+    """A notice per rank and reason for the events left out at parse time."""
+    for summary in ranks:
+        for reason, n in sorted(summary.dropped.items()):
+            yield (
+                f"{n:,} event(s) of rank {summary.rank} in {summary.file}",
+                f'{DROP_REASONS.get(reason, reason)} (counted in Rank.skipped as "{reason}")',
+            )
 
 
 def _keep_frame_sources(
@@ -289,7 +302,7 @@ def _load(
         steps.append(step_rows(events, trace.rank, run, run_idx))
         counts = {label: t.num_rows for label, t in node_tables.items()}
         counts["cuda_sync"] = pc.sum(pc.equal(events["label"], "sync")).as_py() or 0
-        summaries.append(RankSummary(trace.rank, trace.file, counts))
+        summaries.append(RankSummary(trace.rank, trace.file, counts, dict(trace.dropped)))
         rank_rows.append(_rank_row(trace, run, run_idx, events, counts))
     batch.flush()
     coll_nodes, part_of = collectives.match(pa.concat_tables(parts), run, run_idx)
@@ -337,6 +350,9 @@ def _rank_row(
     narrow = events.select(["cat", "label", "ph"])
     skipped = narrow.filter(pc.and_(pc.is_null(narrow["label"]), pc.equal(narrow["ph"], "X")))
     by_cat = skipped.group_by("cat").aggregate([("cat", "count")]).to_pylist()
+    counts_skipped = {str(r["cat"]): r["cat_count"] for r in by_cat}
+    for reason, n in trace.dropped.items():  # events left out at parse time
+        counts_skipped[reason] = counts_skipped.get(reason, 0) + n
     return {
         "id": schema.event_key(run_idx, trace.rank, 0),
         "run": run,
@@ -350,5 +366,5 @@ def _rank_row(
         "runtime_count": counts["Runtime"],
         "kernel_count": counts["Kernel"],
         "cuda_sync_count": counts["cuda_sync"],
-        "skipped": json.dumps({str(r["cat"]): r["cat_count"] for r in by_cat}, sort_keys=True),
+        "skipped": json.dumps(counts_skipped, sort_keys=True),
     }
