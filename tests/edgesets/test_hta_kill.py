@@ -18,7 +18,7 @@ from tracegraph.ingest.edgesets.hta_env import _read_marker, parse_spec
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 from ..conftest import TRACES
-from ..explorer.test_cli_failures import db_digest
+from ..dbfiles import db_digest
 from .conftest import cache_root
 
 SPEC = "HolisticTraceAnalysis==0.5.0"

@@ -5,7 +5,6 @@ folders holding files that are no traces."""
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 import json
 import shutil
@@ -26,6 +25,7 @@ from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 
 from ..conftest import TRACES, needs_traces
+from ..dbfiles import db_digest
 from ..edgesets.conftest import cache_root as hta_cache_root
 
 FAULTS = TRACES / "cpu_ddp_2r_faults"
@@ -37,17 +37,6 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, s
     code = main([str(a) for a in argv])
     out, err = capsys.readouterr()
     return code, out, err
-
-
-def db_digest(db: Path) -> dict[str, str]:
-    """sha256 of every file of the database: the file itself and everything named after it
-    beside it (lock, WAL, the native builder's cache folder)."""
-    out = {}
-    for entry in sorted(db.parent.glob(db.name + "*")):
-        files = sorted(p for p in entry.rglob("*") if p.is_file()) if entry.is_dir() else [entry]
-        for f in files:
-            out[str(f.relative_to(db.parent))] = hashlib.sha256(f.read_bytes()).hexdigest()
-    return out
 
 
 def assert_one_error(err: str, db: Path | str, *parts: str) -> None:

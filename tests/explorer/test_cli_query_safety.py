@@ -19,7 +19,8 @@ import pytest
 
 from tracegraph.explorer import output
 
-from .test_cli_failures import _run, assert_one_error, db_digest
+from ..dbfiles import db_digest
+from .test_cli_failures import _run, assert_one_error
 
 
 @pytest.fixture

@@ -11,7 +11,6 @@ written.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import json
 import shutil
 import tracemalloc
@@ -27,6 +26,8 @@ from tracegraph.ingest.errors import TraceFormatError
 from tracegraph.ingest.parse import ParseOptions, parse_bytes, read_trace_bytes
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
+
+from ..dbfiles import db_digest
 
 MIB = 1 << 20
 PID, GPU_PID = 7, 0
@@ -103,16 +104,6 @@ def db(template_db: Path, tmp_path: Path) -> Path:
         copy = target.parent / entry.name
         shutil.copytree(entry, copy) if entry.is_dir() else shutil.copy2(entry, copy)
     return target
-
-
-def db_digest(db: Path) -> dict[str, str]:
-    """sha256 of every file of the database: DB, DB.wal, DB.lock, the native cache..."""
-    out = {}
-    for entry in sorted(db.parent.glob(db.name + "*")):
-        files = sorted(p for p in entry.rglob("*") if p.is_file()) if entry.is_dir() else [entry]
-        for f in files:
-            out[str(f.relative_to(db.parent))] = hashlib.sha256(f.read_bytes()).hexdigest()
-    return out
 
 
 def run_cli(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
