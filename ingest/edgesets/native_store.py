@@ -22,7 +22,7 @@ from .native_crossrank import Instance
 from .native_edges import TYPE_NAMES
 from .native_frame import KIND_KERNEL, KIND_RUNTIME, NODE_LABEL, Frame
 from .native_graph import WindowGraph
-from .native_syncs import SYNC_TYPES, InferredSyncs
+from .native_syncs import SYNC_TYPES, UNCERTAIN, InferredSyncs
 
 BOUNDARY = np.array(["start", "end"], dtype=object)
 
@@ -88,12 +88,16 @@ def first_of_each_edge(edges: pa.Table) -> pa.Table:
 
 
 def inferred_sync_rows(frame: Frame, syncs: InferredSyncs, run_idx: int) -> pa.Table:
-    """SYNCS rows (source 'inferred') for one rank: GPU activity → the call or GPU row waiting."""
+    """SYNCS rows (source 'inferred') for one rank: GPU activity → the call or GPU row waiting;
+    an uncertain one has '?' after its sync_type."""
     src_kind = frame.kind[syncs.gpu_row]
     dst_kind = frame.kind[syncs.waiter_row]
     keep = (src_kind == KIND_KERNEL) & np.isin(dst_kind, (KIND_RUNTIME, KIND_KERNEL))
     n = int(keep.sum())
     rank = pa.array(np.full(n, frame.rank))
+    # an uncertain wait (the runtime calls left other readings open) is marked 'Event Sync?'
+    sync_type = np.array(SYNC_TYPES, dtype=object)[syncs.sync_type]
+    sync_type = np.where(syncs.certain, sync_type, sync_type + UNCERTAIN)
     return pa.table(
         {
             "from_id": schema.event_key(run_idx, rank, pa.array(frame.ev_idx[syncs.gpu_row[keep]])),
@@ -102,9 +106,7 @@ def inferred_sync_rows(frame: Frame, syncs: InferredSyncs, run_idx: int) -> pa.T
             ),
             "from_label": pa.array(["Kernel"] * n, pa.string()),
             "to_label": pa.array(label_array(dst_kind[keep]), pa.string()),
-            "sync_type": pa.array(
-                np.array(SYNC_TYPES, dtype=object)[syncs.sync_type[keep]], pa.string()
-            ),
+            "sync_type": pa.array(sync_type[keep], pa.string()),
             "source": pa.array(["inferred"] * n, pa.string()),
             "sync_ev_idx": pa.array(frame.ev_idx[syncs.call_row[keep]]),
         }
