@@ -83,6 +83,7 @@ __all__ = [
 
 COMPUTE_STREAM = 7
 NCCL_STREAM = 21
+SIDE_STREAM = 31  # the first of `extra_streams` side streams (sync-kinds phase only)
 MERGED_PID_STRIDE = 1_000_000
 PROCESS_NAME = "python3.11"
 HIDDEN = 1024
@@ -105,6 +106,7 @@ HANDOFF_NS = 15_000
 STEP_GAP_NS = 30_000
 KERNEL_LATENCY_NS = 1_500
 
+CBID_MEMCPY = 31
 CBID_MEMCPY_ASYNC = 41
 CBID_MEMSET_ASYNC = 51
 CBID_STREAM_SYNC = 131
@@ -243,7 +245,17 @@ class SyntheticConfig:
         ranges do not nest, as in real traces).
     annotate: nested `record_function` ranges: "forward" around DistributedDataParallel.forward
         and "backward" around ## backward ##.
-    gpus_per_node: the device (GPU pid) of rank r is r % gpus_per_node.
+    gpus_per_node: the device (GPU pid) of rank r is r % gpus_per_node (times
+        devices_per_rank).
+    sync_kinds, extra_streams, devices_per_rank, blocking_copy: a sync-kinds phase at the end of
+        every step (on if any of them is set; off by default, leaving the output as it was): on
+        each of the rank's devices_per_rank devices (device(rank) + j) and on its streams 7, 21
+        and extra_streams side streams (31, 32, ...), kernels on every stream, a
+        cudaStreamWaitEvent of stream 7 on each other stream, a cudaEventSynchronize on the
+        last stream, a cudaStreamSynchronize per stream, with blocking_copy a blocking
+        cudaMemcpy DtoH on stream 7 (whose cuda_sync event is a 'Stream Sync', as Kineto writes
+        it), and a cudaDeviceSynchronize; each with its cuda_sync event (unless with_cuda_sync
+        is False). All on the main thread, which syncs each device after launching onto it.
     start_ns: unix time of the first step (ns); base_time_ns: baseTimeNanoseconds, ts = (time -
         base_time_ns) / 1000; 0 writes absolute epoch µs.
     """
@@ -264,13 +276,18 @@ class SyntheticConfig:
     gpus_per_node: int = 8
     late_rank: int | None = None
     late_us: int = 0
+    sync_kinds: bool = False
+    extra_streams: int = 0
+    devices_per_rank: int = 1
+    blocking_copy: bool = False
     python_stacks: bool = False
     annotate: bool = False
     start_ns: int = 1_712_195_495_519_689_047
     base_time_ns: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("ranks", "steps", "layers", "bucket_layers", "gpus_per_node"):
+        for name in ("ranks", "steps", "layers", "bucket_layers", "gpus_per_node",
+                     "devices_per_rank"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if self.straggler_rank is not None and not 0 <= self.straggler_rank < self.ranks:
@@ -279,6 +296,8 @@ class SyntheticConfig:
             raise ValueError("late_rank must be in range(ranks)")
         if self.late_us < 0:
             raise ValueError("late_us must be >= 0")
+        if self.extra_streams < 0:
+            raise ValueError("extra_streams must be >= 0")
         if self.straggler_factor < 1.0:
             raise ValueError("straggler_factor must be >= 1")
         if min(self.slow_gap_every, self.stall_every, self.slow_gap_us, self.stall_us) < 0:
@@ -309,8 +328,27 @@ class SyntheticConfig:
         return None
 
     def device(self, rank: int) -> int:
-        """CUDA device id (= GPU pid) of `rank`."""
-        return rank % self.gpus_per_node
+        """CUDA device id (= GPU pid) of `rank` (its first, with several devices per rank)."""
+        return (rank % self.gpus_per_node) * self.devices_per_rank
+
+    def devices(self, rank: int) -> list[int]:
+        """Every device of `rank`."""
+        return [self.device(rank) + j for j in range(self.devices_per_rank)]
+
+    @property
+    def sync_demo(self) -> bool:
+        """Whether each step ends with the sync-kinds phase."""
+        return (
+            self.sync_kinds
+            or self.extra_streams > 0
+            or self.devices_per_rank > 1
+            or self.blocking_copy
+        )
+
+    @property
+    def demo_streams(self) -> list[int]:
+        """The streams of each device in the sync-kinds phase."""
+        return [COMPUTE_STREAM, NCCL_STREAM] + [SIDE_STREAM + j for j in range(self.extra_streams)]
 
 
 # ns -> µs with three decimals, as `_TS % divmod(ns, 1000)`: about twice as fast as an f-string
@@ -391,6 +429,7 @@ class _Rank:
         # Internal clock: ns since baseTimeNanoseconds, i.e. exactly what ts says (x 1000).
         self.t = config.start_ns - config.base_time_ns + int(self.rand() * 50_000)
         self.free = {COMPUTE_STREAM: self.t, NCCL_STREAM: self.t}
+        self.side_free: dict[tuple[int, int], int] = {}  # (device, stream) of the sync phase
         self.corr = self.ext = self.flow_id = 1
         self.ev_idx = self.seq_nr = self.event_id = 0
         self.coll_seq = 1
@@ -479,9 +518,14 @@ class _Rank:
         )
 
     def _launch_text(self, k: _Kernel, stream: int, ts: int, dur: int, start: int, kdur: int,
-                     ext: int, corr: int, tail: str = "") -> str:
-        """cudaLaunchKernel, its kernel and their ac2g flow pair, as one piece of JSON text."""
+                     ext: int, corr: int, tail: str = "", device: int | None = None) -> str:
+        """cudaLaunchKernel, its kernel and their ac2g flow pair, as one piece of JSON text
+        (on `device`, else the rank's first)."""
         loc, gpu_pid, ra = self.loc, self.gpu_pid, self.ra
+        if device is None:
+            device = self.device
+        else:
+            gpu_pid += device - self.device
         launch_ts = _TS % divmod(ts, 1000)
         kernel_ts = _TS % divmod(start, 1000)
         return (
@@ -490,7 +534,7 @@ class _Rank:
             f'"cbid": {CBID_LAUNCH_KERNEL}, "correlation": {corr}{ra}}}}},\n'
             f'{{"ph": "X", "cat": "kernel", "name": {k.name}, "pid": {gpu_pid}, "tid": {stream}, '
             f'"ts": {kernel_ts}, "dur": {_TS % divmod(kdur, 1000)}, '
-            f'"args": {{"External id": {ext}, "queued": 0, "device": {self.device}, "context": 1, '
+            f'"args": {{"External id": {ext}, "queued": 0, "device": {device}, "context": 1, '
             f'"stream": {stream}, "correlation": {corr}, {k.static}{tail}{ra}}}}},\n'
             f'{{"ph": "s", "id": {corr}, {loc}, "ts": {launch_ts}, '
             f'"cat": "ac2g", "name": "ac2g"}},\n'
@@ -563,10 +607,15 @@ class _Rank:
         )
 
     def _sync(self, kind: str, tid: int, ts: int, end: int, corr: int, ext: int | None,
-              wait: tuple[int, int, int] | None = None) -> None:
+              wait: tuple[int, int, int] | None = None, device: int | None = None) -> None:
         """A cuda_sync event; `wait` = (wait_on_stream, record correlation, cuda event id)."""
         if not self.cfg.with_cuda_sync:
             return
+        gpu_pid = self.gpu_pid
+        if device is None:
+            device = self.device
+        else:
+            gpu_pid += device - self.device
         ext_arg = f'"External id": {ext}, ' if ext is not None else ""
         wait_args = ""
         if wait is not None:
@@ -576,11 +625,11 @@ class _Rank:
             )
         stream = tid if kind in ("Stream Sync", "Stream Wait Event") else -1
         self.out.append(
-            f'{{"ph": "X", "cat": "cuda_sync", "name": "{kind}", "pid": {self.gpu_pid}, '
+            f'{{"ph": "X", "cat": "cuda_sync", "name": "{kind}", "pid": {gpu_pid}, '
             f'"tid": {tid}, "ts": {_TS % divmod(ts, 1000)}, "dur": {_TS % divmod(end - ts, 1000)}, '
             f'"args": {{{ext_arg}'
             f'"cuda_sync_kind": "{kind}", {wait_args}"stream": {stream}, "correlation": {corr}, '
-            f'"device": {self.device}, "context": 1{self.ra}}}}}'
+            f'"device": {device}, "context": 1{self.ra}}}}}'
         )
 
     def _stream_wait(self, waiting: int, on: int, record_corr: int, event_id: int) -> None:
@@ -657,6 +706,8 @@ class _Rank:
         self._optimizer()
         self._item()
         self._timer()
+        if self.cfg.sync_demo:
+            self._sync_kinds()
         if py:
             self._close()
         self._close()
@@ -857,6 +908,102 @@ class _Rank:
                                              max(self.free.values()))
         self._sync("Context Sync", -1, ts + 1_000, end, corr, ext)
 
+    # ---- the sync-kinds phase (SyntheticConfig.sync_demo) ---------------------------------
+    def _free_at(self, device: int, stream: int) -> int:
+        """When (device, stream) is done with what was queued on it."""
+        if device == self.device and stream in self.free:
+            return self.free[stream]
+        return self.side_free.get((device, stream), 0)
+
+    def _set_free(self, device: int, stream: int, t: int) -> None:
+        if device == self.device and stream in self.free:
+            self.free[stream] = t
+        else:
+            self.side_free[device, stream] = t
+
+    def _demo_launch(self, device: int, stream: int, k: _Kernel, after: int = 0) -> int:
+        """cudaLaunchKernel now onto (device, stream), its kernel starting no earlier than
+        `after`; returns the kernel's end."""
+        ts = self.t
+        dur = self._cpu(LAUNCH_NS)
+        corr, ext = self.corr, self.stack[-1][6]
+        assert ext is not None
+        self.corr += 1
+        start = max(ts + dur + KERNEL_LATENCY_NS, self._free_at(device, stream), after)
+        kdur = self._gpu_dur(k.mean_ns)
+        self._set_free(device, stream, start + kdur)
+        self.out.append(
+            self._launch_text(k, stream, ts, dur, start, kdur, ext, corr, device=device)
+        )
+        self.t = ts + dur
+        return start + kdur
+
+    def _blocking_copy(self, device: int) -> None:
+        """A blocking cudaMemcpy DtoH on (device, 7): the call returns once the copy is done;
+        Kineto writes a 'Stream Sync' cuda_sync event for it."""
+        ts, s = self.t, COMPUTE_STREAM
+        start = max(ts + KERNEL_LATENCY_NS, self._free_at(device, s))
+        gdur, nbytes = max(1_000, self._gpu_dur(8_000)), 4096
+        end = start + gdur + self._cpu(SYNC_TAIL_NS)
+        _, corr, ext = self._runtime("cudaMemcpy", CBID_MEMCPY, end - ts)
+        gpu_pid = self.gpu_pid + device - self.device
+        self.out.append(
+            f'{{"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoH (Device -> Pageable)", '
+            f'"pid": {gpu_pid}, "tid": {s}, "ts": {_us(start)}, "dur": {_us(gdur)}, '
+            f'"args": {{"External id": {ext}, "device": {device}, "context": 1, "stream": {s}, '
+            f'"correlation": {corr}, "bytes": {nbytes}, '
+            f'"memory bandwidth (GB/s)": {nbytes / gdur:.6f}{self.ra}}}}}'
+        )
+        self.out.append(
+            f'{{"ph": "s", "id": {corr}, {self.loc}, "ts": {_us(ts)}, '
+            f'"cat": "ac2g", "name": "ac2g"}},\n'
+            f'{{"ph": "f", "id": {corr}, "pid": {gpu_pid}, "tid": {s}, '
+            f'"ts": {_us(start)}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}'
+        )
+        self._set_free(device, s, start + gdur)
+        self._sync("Stream Sync", s, ts + 1_000, end, corr, ext, device=device)
+
+    def _sync_kinds(self) -> None:
+        """Every sync kind on every device and stream of the rank (see SyntheticConfig)."""
+        self._gap()
+        self._open(CPU_OP, _q("tracegraph::sync_kinds"))
+        streams = self.cfg.demo_streams
+        for d in self.cfg.devices(self.rank):
+            for s in streams:  # work on every stream
+                self._gap()
+                self._demo_launch(d, s, K_LAYER_NORM)
+            for s in streams[1:]:  # stream 7 waits for the work just queued on s
+                self._gap()
+                ready = self._demo_launch(d, s, K_LAYER_NORM)
+                record_corr, event_id = self._record_event()
+                dur = self._cpu(STREAM_WAIT_NS)
+                ts, corr, ext = self._runtime("cudaStreamWaitEvent", CBID_STREAM_WAIT_EVENT, dur)
+                self._sync("Stream Wait Event", COMPUTE_STREAM, ts + 500, ts + dur, corr, ext,
+                           (s, record_corr, event_id), device=d)
+                self._demo_launch(d, COMPUTE_STREAM, K_CLAMP, after=ready)
+            last = streams[-1]  # the host waits for an event recorded on the last stream
+            self._gap()
+            self._demo_launch(d, last, K_GEMM_FWD)
+            record_corr, event_id = self._record_event()
+            ts, end, corr, ext = self._host_wait("cudaEventSynchronize", CBID_EVENT_SYNC,
+                                                 self._free_at(d, last))
+            self._sync("Event Sync", -1, ts + 1_000, end, corr, ext,
+                       (last, record_corr, event_id), device=d)
+            for s in streams:  # and for each stream
+                self._gap()
+                self._demo_launch(d, s, K_GEMM_FWD)
+                ts, end, corr, ext = self._host_wait("cudaStreamSynchronize", CBID_STREAM_SYNC,
+                                                     self._free_at(d, s))
+                self._sync("Stream Sync", s, ts + 1_000, end, corr, ext, device=d)
+            if self.cfg.blocking_copy:
+                self._gap()
+                self._blocking_copy(d)
+            self._gap()
+            until = max(self._free_at(d, s) for s in streams)
+            ts, end, corr, ext = self._host_wait("cudaDeviceSynchronize", CBID_DEVICE_SYNC, until)
+            self._sync("Context Sync", -1, ts + 1_000, end, corr, ext, device=d)
+        self._close()
+
     # ---- output ---------------------------------------------------------------------------
     def take(self) -> list[str]:
         """The finished events rendered since the last call, up to the first open op."""
@@ -889,6 +1036,20 @@ class _Rank:
                    (gpu, NCCL_STREAM, f"stream {NCCL_STREAM} ", NCCL_STREAM)]
         if self.cfg.with_cuda_sync:
             threads.append((gpu, -1, f"Device {dev}", -1))
+        if self.cfg.sync_demo:
+            for d in self.cfg.devices(self.rank):
+                pid = gpu + d - dev
+                if d != dev:
+                    rows += [
+                        ("process_name", pid, 0, _name(f"{tag}GPU {d}" if tag else PROCESS_NAME)),
+                        ("process_labels", pid, 0, f'{{"labels": "GPU {d}"}}'),
+                        ("process_sort_index", pid, 0, f'{{"sort_index": {16_777_216 + d}}}'),
+                    ]
+                for s in self.cfg.demo_streams:
+                    if d != dev or s not in (COMPUTE_STREAM, NCCL_STREAM):
+                        threads.append((pid, s, f"stream {s} ", s))
+                if d != dev and self.cfg.with_cuda_sync:
+                    threads.append((pid, -1, f"Device {d}", -1))
         for pid, tid, name, sort in threads:
             rows.append(("thread_name", pid, tid, _name(name)))
             rows.append(("thread_sort_index", pid, tid, f'{{"sort_index": {sort}}}'))
@@ -958,10 +1119,10 @@ def _device_properties(device: int) -> dict[str, object]:
 def _header(config: SyntheticConfig, rank: int | None) -> str:
     """Everything before the first event (rank None: the merged file)."""
     if rank is None:
-        devices = sorted({config.device(r) for r in range(config.ranks)})
+        devices = sorted({d for r in range(config.ranks) for d in config.devices(r)})
         dist: dict[str, object] = {"world_size": config.ranks}
     else:
-        devices = [config.device(rank)]
+        devices = config.devices(rank)
         ranks = list(range(config.ranks))
         dist = {
             "backend": "nccl", "rank": rank, "world_size": config.ranks, "pg_count": 1,
@@ -1069,8 +1230,23 @@ def expected_counts(config: SyntheticConfig) -> dict[int, dict[str, int]]:
         "ac2g": 2 * (kernels + 3),
         "fwdbwd": 2 * (3 * n_layers + 1) if config.with_fwdbwd else 0,
     }
+    metadata = 16 if config.with_cuda_sync else 14
+    if config.sync_demo:  # per device: 4n - 1 launches, n - 1 stream waits and records, ...
+        n, n_dev = len(config.demo_streams), config.devices_per_rank
+        copy = int(config.blocking_copy)
+        demo = {
+            "cpu_op": 1,
+            "cuda_runtime": n_dev * (7 * n + copy),
+            "kernel": n_dev * (4 * n - 1),
+            "gpu_memcpy": n_dev * copy,
+            "cuda_sync": n_dev * (2 * n + 1 + copy) if config.with_cuda_sync else 0,
+            "ac2g": 2 * n_dev * (4 * n - 1 + copy),
+        }
+        per_step = {cat: per_step[cat] + demo.get(cat, 0) for cat in per_step}
+        metadata += 3 * (n_dev - 1) + 2 * (config.extra_streams * n_dev + 2 * (n_dev - 1))
+        metadata += 2 * (n_dev - 1) if config.with_cuda_sync else 0
     counts = {cat: n * steps for cat, n in per_step.items() if n}
-    counts["metadata"] = 16 if config.with_cuda_sync else 14
+    counts["metadata"] = metadata
     return {rank: dict(counts) for rank in range(config.ranks)}
 
 

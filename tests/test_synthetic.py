@@ -396,3 +396,47 @@ def test_config_validation() -> None:
     with pytest.raises(ValueError):
         SyntheticConfig(ranks=2, straggler_rank=2)
     assert SyntheticConfig(ranks=1).straggler is None
+
+
+def test_sync_kinds_options(tmp_path: Path) -> None:
+    """Every sync kind on several streams and devices; off by default (same bytes as before)."""
+    base = SyntheticConfig(ranks=2, steps=2, layers=3)
+    off = replace(base, sync_kinds=False, extra_streams=0, devices_per_rank=1, blocking_copy=False)
+    a, b = write_per_rank(base, tmp_path / "a"), write_per_rank(off, tmp_path / "b")
+    assert [p.read_bytes() for p in a] == [p.read_bytes() for p in b]
+    config = replace(base, extra_streams=2, devices_per_rank=2, blocking_copy=True)
+    assert config.sync_demo and not base.sync_demo
+    paths = write_per_rank(config, tmp_path / "c")
+    expected = expected_counts(config)
+    for rank, path in enumerate(paths):
+        trace = _load(path)
+        events = trace["traceEvents"]
+        assert Counter(_category(e) for e in events) == Counter(expected[rank])
+        assert [d["id"] for d in trace["deviceProperties"]] == config.devices(rank)
+        gpu = [e for e in events if e.get("cat") in GPU_CATS]
+        assert {(e["pid"], e["args"]["device"]) for e in gpu} == {
+            (d, d) for d in config.devices(rank)
+        }
+        assert {e["tid"] for e in gpu} == {7, 21, 31, 32}
+        runtime = {e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime"}
+        kinds = Counter()
+        for e in events:
+            if e.get("cat") != "cuda_sync":
+                continue
+            call = runtime[e["args"]["correlation"]]["name"]
+            kinds[e["name"], call] += 1
+            assert e["pid"] == e["args"]["device"] in config.devices(rank)
+            assert _ns(e["ts"]) >= _ns(runtime[e["args"]["correlation"]]["ts"])
+        n = config.steps * config.devices_per_rank
+        assert kinds[("Stream Sync", "cudaMemcpy")] == n
+        assert kinds[("Context Sync", "cudaDeviceSynchronize")] == config.steps + n
+        assert kinds[("Stream Sync", "cudaStreamSynchronize")] == config.steps + 4 * n
+        # every blocking copy returns after its copy
+        copies = {e["args"]["correlation"]: e for e in gpu if e["cat"] == "gpu_memcpy"}
+        for corr, call in runtime.items():
+            if call["name"] == "cudaMemcpy":
+                assert _end(copies[corr]) <= _end(call)
+    with pytest.raises(ValueError):
+        SyntheticConfig(devices_per_rank=0)
+    with pytest.raises(ValueError):
+        SyntheticConfig(extra_streams=-1)

@@ -26,6 +26,10 @@ allows, and keep the edge as `certain` only where all readings give the same edg
   last launch before it; the waiting stream is that of the thread's first launch after the wait
   onto another stream.
 
+On a rank with several devices the calls do not name the device either: the guess is that of the
+calling thread's last launch, and the readings of a stream sync, an event sync or a stream wait
+span the streams of every device.
+
 Timing rules readings out: a waited-for activity ends before the waiting call does (or, for a
 stream wait, before the waiting activity starts); and a blocking call (stream or event
 synchronize) that was still running when exactly one candidate ended, in the second half of the
@@ -215,9 +219,9 @@ class _Timeline:
         record = self._record(call, any_thread)
         if record < 0:
             return np.zeros(0, np.int64), -1
-        device, _ = self._device(call)
+        device, sure = self._device(call)
         times = self.r_times[self.r_times < ts[call]]
-        found = [self._launched_before(lane, times) for lane in self._lanes(device)]
+        found = [self._launched_before(lane, times) for lane in self._lanes(device if sure else -1)]
         cands = np.unique(np.concatenate(found)) if found else np.zeros(0, np.int64)
         cands = cands[cands >= 0]
         own = self._thread_launch(record, ts[record])
@@ -243,8 +247,9 @@ class _Timeline:
     # -- the sync calls --------------------------------------------------------------------
 
     def stream_sync(self, call: int) -> list[tuple[int, int, bool, int, int, bool]]:
-        device, _ = self._device(call)
-        cands = [self._last_activity(lane, self.end[call]) for lane in self._lanes(device)]
+        device, sure = self._device(call)
+        lanes = self._lanes(device if sure else -1)  # the device too may be a guess
+        cands = [self._last_activity(lane, self.end[call]) for lane in lanes]
         own = self._thread_launch(call, self.full.ts[call])
         guess = self._last_activity(int(self.full.stream[own]), self.end[call]) if own >= 0 else -1
         arr = np.array([c for c in cands if c >= 0], np.int64)
@@ -270,8 +275,8 @@ class _Timeline:
         if guess < 0:
             return []
         stream, ts, end = self.full.stream, self.full.ts, self.end
-        device, _ = self._device(call)
-        nxt = self._thread_next(call, self._lanes(device))
+        device, sure = self._device(call)
+        nxt = self._thread_next(call, self._lanes(device if sure else -1))
         pairs = {
             (int(s), d)
             for lane, d in nxt.items()
