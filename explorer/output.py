@@ -35,11 +35,13 @@ def render(table: pa.Table, fmt: str = "table", max_width: int = 60) -> str:
 
 
 def write(out: TextIO, table: pa.Table, fmt: str = "table", batch_rows: int = 65_536) -> None:
-    """Write the table to `out` batch by batch (CSV and JSON), so the text of a large result
-    never exists whole in memory; the aligned table needs every width first and is written
-    at once."""
-    if fmt == "table" or table.num_rows <= batch_rows:
+    """Write the table to `out` batch by batch, so the text (and the Python rows) of a large
+    result never exist whole in memory; the aligned table takes a first pass for the widths."""
+    if table.num_rows <= batch_rows:
         out.write(render(table, fmt))
+        return
+    if fmt == "table":
+        _write_aligned(out, table, 60, batch_rows)
         return
     for i, batch in enumerate(table.to_batches(max_chunksize=batch_rows)):
         part = pa.Table.from_batches([batch], schema=table.schema)
@@ -71,22 +73,44 @@ def _json_default(value: object) -> object:
 
 
 def _aligned(table: pa.Table, max_width: int) -> str:
-    names = table.column_names
+    rows = _cells(table, max_width)
+    widths = _widths(table.column_names, rows)
+    out = _header(table, widths) + [_line(table, r, widths) for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def _write_aligned(out: TextIO, table: pa.Table, max_width: int, batch_rows: int) -> None:
+    """The aligned table a batch at a time: one pass for the widths, one to write."""
+    batches = table.to_batches(max_chunksize=batch_rows)
+    widths = [len(n) for n in table.column_names]
+    for batch in batches:
+        part = _widths(table.column_names, _cells(pa.Table.from_batches([batch]), max_width))
+        widths = [max(a, b) for a, b in zip(widths, part, strict=True)]
+    out.write("\n".join(_header(table, widths)) + "\n")
+    for batch in batches:
+        rows = _cells(pa.Table.from_batches([batch]), max_width)
+        out.write("".join(_line(table, r, widths) + "\n" for r in rows))
+
+
+def _cells(table: pa.Table, max_width: int) -> list[list[str]]:
     rows = [[_cell(v) for v in row.values()] for row in table.to_pylist()]
-    rows = [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in rows]
-    widths = [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+    return [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in rows]
+
+
+def _widths(names: list[str], rows: list[list[str]]) -> list[int]:
+    return [max([len(n)] + [len(r[i]) for r in rows]) for i, n in enumerate(names)]
+
+
+def _header(table: pa.Table, widths: list[int]) -> list[str]:
+    return [_line(table, table.column_names, widths), "  ".join("-" * w for w in widths)]
+
+
+def _line(table: pa.Table, cells: list[str], widths: list[int]) -> str:
     numeric = [
         pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
         for t in table.schema.types
     ]
-
-    def line(cells: list[str]) -> str:
-        parts = [
-            c.rjust(w) if num else c.ljust(w)
-            for c, w, num in zip(cells, widths, numeric, strict=True)
-        ]
-        return "  ".join(parts).rstrip()
-
-    out = [line(names), "  ".join("-" * w for w in widths)]
-    out.extend(line(r) for r in rows)
-    return "\n".join(out) + "\n"
+    parts = [
+        c.rjust(w) if num else c.ljust(w) for c, w, num in zip(cells, widths, numeric, strict=True)
+    ]
+    return "  ".join(parts).rstrip()

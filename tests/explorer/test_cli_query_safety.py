@@ -121,7 +121,7 @@ def test_the_timeout_stops_a_running_query(db_copy: Path) -> None:
     assert len(err.strip().splitlines()) == 1
 
 
-@pytest.mark.parametrize("fmt", ["csv", "json"])
+@pytest.mark.parametrize("fmt", ["csv", "json", "table"])
 def test_large_results_are_written_batch_by_batch_as_one_document(fmt: str) -> None:
     table = pa.table({"id": list(range(1000)), "name": [f"op{i}" for i in range(1000)]})
     streamed = io.StringIO()
