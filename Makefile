@@ -21,3 +21,4 @@ bench:
 	$(PY) benchmarks/merged_scaling.py
 	$(PY) benchmarks/peak_rss.py
 	$(PY) benchmarks/native_vs_hta.py
+	$(PY) benchmarks/query_rss.py
