@@ -695,15 +695,20 @@ def _ratio(after: pa.ChunkedArray, before: pa.ChunkedArray) -> pa.Array:
     return pc.if_else(valid, pc.divide(pc.cast(after, pa.float64()), before_f), None)
 
 
+def _lengths(table: pa.Table, prefix: str, before: str, after: str, ratio: str) -> dict:
+    """µs before and after a what-if, and their ratio, from the `{prefix}baseline_ns` and
+    `{prefix}scaled_ns` columns."""
+    base, scaled = table[f"{prefix}baseline_ns"], table[f"{prefix}scaled_ns"]
+    return {before: _us(base), after: _us(scaled), ratio: _ratio(scaled, base)}
+
+
 def _whatif_table(lengths: pa.Table) -> pa.Table:
     """What-if lengths as a person reads them: µs before and after, and their ratio."""
     return pa.table(
         {
             "rank": lengths["rank"],
             "window": lengths["window"],
-            "path_before_us": _us(lengths["baseline_ns"]),
-            "path_after_us": _us(lengths["scaled_ns"]),
-            "ratio": _ratio(lengths["scaled_ns"], lengths["baseline_ns"]),
+            **_lengths(lengths, "", "path_before_us", "path_after_us", "ratio"),
             "path_edges_changed": lengths["path_edges_changed"],
         }
     )
@@ -714,12 +719,8 @@ def _compare_table(table: pa.Table) -> pa.Table:
         {
             "rank": table["rank"],
             "window": table["window"],
-            "a_before_us": _us(table["a_baseline_ns"]),
-            "a_after_us": _us(table["a_scaled_ns"]),
-            "a_ratio": _ratio(table["a_scaled_ns"], table["a_baseline_ns"]),
-            "b_before_us": _us(table["b_baseline_ns"]),
-            "b_after_us": _us(table["b_scaled_ns"]),
-            "b_ratio": _ratio(table["b_scaled_ns"], table["b_baseline_ns"]),
+            **_lengths(table, "a_", "a_before_us", "a_after_us", "a_ratio"),
+            **_lengths(table, "b_", "b_before_us", "b_after_us", "b_ratio"),
         }
     )
 
