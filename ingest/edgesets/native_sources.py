@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 
 from .. import schema
-from ..errors import TraceFormatError
 from ..parse import ParseOptions, RankTrace, parse_file
 from ..store import GraphStore
 from .errors import EdgeSetError
 from .native_cache import load_sources, store_sources
 from .native_frame import FrameSource, frame_source
+
+REREAD_LIMIT = 1 << 62
 
 
 def rank_sources(
@@ -50,11 +51,18 @@ def rank_sources(
 def _reread(
     path: Path, ranks: list[int], counts: dict[int, int], pid_ranks: dict[int, int]
 ) -> list[RankTrace]:
-    """The file's ranks as at ingest; a rank whose event count changed fails the build."""
-    try:
-        traces = parse_file(path)
-    except TraceFormatError:
-        traces = parse_file(path, ParseOptions(rank_of_pid=pid_ranks))
+    """The file's ranks as at ingest; a rank whose event count changed fails the build.
+
+    Read as the ingest read it: a one-rank file as the rank the database gives it (`--rank`
+    over a missing or unusable distributedInfo), pids by the ingest's map, and no size limit
+    (the ingest already accepted the file, perhaps with --max-json-gb)."""
+    options = ParseOptions(
+        rank=ranks[0] if len(ranks) == 1 else None,
+        rank_of_pid=pid_ranks,
+        max_json_bytes=REREAD_LIMIT,
+        max_gzip_ratio=0.0,
+    )
+    traces = parse_file(path, options)
     if len(ranks) == 1 and len(traces) == 1:
         traces = [_as_rank(traces[0], ranks[0])]
     for trace in traces:
