@@ -381,7 +381,7 @@ def sync_waits(run: Run, rank: int, edges: list[Row]) -> list[Row]:
                 "waiter_ts_ns": waiter.ts,
                 "waited_for": waited.name,
                 "waited_for_end_ns": end(waited),
-                "wait_us": ns_to_us(waiter.dur),
+                "wait_us": ns_to_us(waiter.dur) if waiter.label == "Runtime" else None,
             }
         )
     return rows
