@@ -12,7 +12,7 @@ import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn, Protocol
 
@@ -874,8 +874,6 @@ def _open(db: Path, timeout_ms: int = 60_000) -> GraphStore:
         raise UsageError(problem)
     return store
 
-
-Handler = Callable[[argparse.Namespace], int]
 
 if __name__ == "__main__":
     sys.exit(main())

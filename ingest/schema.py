@@ -10,8 +10,6 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
-
 _KUZU_TYPES = {
     pa.int64(): "INT64",
     pa.string(): "STRING",
