@@ -122,11 +122,22 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"tracegraph: error: {line} (see {self.prog} --help)\n")
 
 
+def _version() -> str:
+    """The installed distribution's version (package metadata), with Kuzu's."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{version('tracegraph')} (kuzu {version('kuzu')})"
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="tracegraph",
         description="PyTorch profiler traces of distributed training as a graph database.",
     )
+    parser.add_argument("--version", action="version", version=f"tracegraph {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ingest", help="load trace files or folders (per-rank or merged) as one run")

@@ -156,3 +156,14 @@ def test_duplicate_run_name_is_refused(
     code, _, err = _run(capsys, "ingest", str(EVENT_SYNC), "--db", str(db), "--run", "ddp")
     assert code == 2 and "run 'ddp' already exists" in err
     assert db.read_bytes() == before
+
+
+def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == (
+        f"tracegraph {version('tracegraph')} (kuzu {version('kuzu')})"
+    )
