@@ -21,7 +21,13 @@ import pyarrow as pa
 from ..store import GraphStore
 from .errors import EdgeSetError
 from .native_build import RankBuild, build_rank
-from .native_crossrank import CrossRankPath, Instance, clock_offsets, cross_rank_path
+from .native_crossrank import (
+    CrossRankPath,
+    Instance,
+    Participants,
+    clock_offsets,
+    cross_rank_path,
+)
 from .native_options import NativeOptions
 from .native_report import (
     TOOL_VERSION,
@@ -143,7 +149,8 @@ def _cross_rank(
     builds: list[RankBuild], instances: dict[int, Instance]
 ) -> tuple[list[CrossRankPath], list[str]]:
     """Each step's path across the ranks that have it, and the steps left out, with why."""
-    offsets = clock_offsets([b.frame for b in builds if b.frame is not None], instances)
+    participants = Participants.of(instances)
+    offsets = clock_offsets([b.frame for b in builds if b.frame is not None], participants)
     steps: dict[str, list] = {}
     for b in builds:
         for w in b.windows:
@@ -156,7 +163,7 @@ def _cross_rank(
         if len(graphs) < 2:
             left_out.append(f"{step}: only rank {have[0]} has a graph of it")
             continue
-        path = cross_rank_path(step, graphs, instances, offsets)
+        path = cross_rank_path(step, graphs, participants, offsets)
         if path is not None:
             out.append(path)
         if len(graphs) < ranks:

@@ -52,6 +52,29 @@ class Instance:
 
 
 @dataclass(frozen=True)
+class Participants:
+    """Every collective participant of a run as flat arrays (one row each), for lookups by rank
+    with whole-array passes; `labels` by collective id."""
+
+    collective: np.ndarray
+    rank: np.ndarray
+    ev_idx: np.ndarray
+    labels: dict[int, str]
+
+    @staticmethod
+    def of(instances: dict[int, Instance]) -> Participants:
+        rows = [(cid, r, ev) for cid, inst in instances.items() for r, ev in inst.members]
+        table = np.array(rows, np.int64).reshape(-1, 3)
+        labels = {cid: inst.label for cid, inst in instances.items()}
+        return Participants(table[:, 0], table[:, 1], table[:, 2], labels)
+
+    def of_rank(self, rank: int) -> tuple[np.ndarray, np.ndarray]:
+        """(collective ids, ev_idx) of one rank's participants."""
+        mine = self.rank == rank
+        return self.collective[mine], self.ev_idx[mine]
+
+
+@dataclass(frozen=True)
 class PathEdge:
     """One edge of a cross-rank path: endpoints as (rank, ev_idx, is_start), type, weight."""
 
@@ -109,23 +132,22 @@ class _Arrival:
     end: int
 
 
-def clock_offsets(frames: list[Frame], instances: dict[int, Instance]) -> dict[int, int]:
+def clock_offsets(frames: list[Frame], participants: Participants) -> dict[int, int]:
     """Each rank's clock offset (ns) against the others, from its collectives' end times."""
-    by_rank = {f.rank: f for f in frames}
+    ends: dict[int, dict[int, int]] = defaultdict(dict)  # collective → rank → end
+    for frame in frames:
+        cids, evs = participants.of_rank(frame.rank)
+        rows = frame.position_of(evs)
+        found = rows >= 0
+        end_ns = (frame.end[rows[found]] + frame.origin) * frame.unit_ns
+        for cid, end in zip(cids[found].tolist(), end_ns.tolist(), strict=True):
+            ends[cid][frame.rank] = end
     diffs: dict[int, list[int]] = defaultdict(list)
-    for inst in instances.values():
-        ends = {}
-        for rank, ev in inst.members:
-            frame = by_rank.get(rank)
-            if frame is None:
-                continue
-            row = int(frame.position_of(np.array([ev]))[0])
-            if row >= 0:
-                ends[rank] = (int(frame.end[row]) + frame.origin) * frame.unit_ns
-        if len(ends) < 2:
+    for by_rank in ends.values():
+        if len(by_rank) < 2:
             continue
-        middle = float(np.median(list(ends.values())))
-        for rank, end in ends.items():
+        middle = float(np.median(list(by_rank.values())))
+        for rank, end in by_rank.items():
             diffs[rank].append(int(round(end - middle)))
     return {rank: int(np.median(d)) for rank, d in diffs.items()}
 
@@ -133,7 +155,7 @@ def clock_offsets(frames: list[Frame], instances: dict[int, Instance]) -> dict[i
 def cross_rank_path(
     step: str,
     graphs: list[WindowGraph],
-    instances: dict[int, Instance],
+    participants: Participants,
     offsets: dict[int, int] | None = None,
 ) -> CrossRankPath | None:
     """Join the graphs (one per rank, same step) through the collectives and find the path."""
@@ -150,11 +172,12 @@ def cross_rank_path(
     cpu = np.concatenate([np.repeat(g.clip.stream < 0, 2) for g in graphs])
     thread = np.concatenate([np.repeat(g.clip.tid, 2) for g in graphs])
     participant = np.zeros(len(times), bool)
-    present = _arrivals(graphs, instances, base, times)
+    present = _arrivals(graphs, participants, base, times)
     for arrivals in present.values():
         for a in arrivals:
             participant[base[a.graph] + 2 * a.row : base[a.graph] + 2 * a.row + 2] = True
-    span_of = {(int(a), int(b)): j for j, (a, b) in enumerate(zip(s, d, strict=True)) if b == a + 1}
+    spans = np.nonzero(d == s + 1)[0]  # a row's own span: start node → end node
+    span_of = dict(zip(s[spans].tolist(), spans.tolist(), strict=True))
     extra: list[tuple[int, int, int]] = []
     waits: dict[int, int] = defaultdict(int)
     caused: dict[int, int] = defaultdict(int)
@@ -166,7 +189,7 @@ def cross_rank_path(
         lateness = last.start - int(np.median([a.start for a in others]))
         last_at[last.rank] += 1
         if lateness > worst.get(last.rank, (-1, ""))[0]:
-            worst[last.rank] = (lateness, instances[cid].label)
+            worst[last.rank] = (lateness, participants.labels[cid])
         last_node = int(base[last.graph]) + 2 * last.row
         for a in others:
             node = int(base[a.graph]) + 2 * a.row
@@ -176,7 +199,7 @@ def cross_rank_path(
             if a.end < last.start:
                 continue  # ended before the last arrival on aligned clocks: no wait to model
             remaining = a.end - last.start
-            j = span_of.get((node, node + 1))
+            j = span_of.get(node)
             if j is not None and k[j] == OPERATOR_KERNEL and wait > 0:
                 w[j] = remaining
             extra.append((last_node, node + 1, remaining))
@@ -232,27 +255,20 @@ def _aligned_times(graph: WindowGraph, offset_ns: int) -> np.ndarray:
 
 def _arrivals(
     graphs: list[WindowGraph],
-    instances: dict[int, Instance],
+    participants: Participants,
     base: np.ndarray,
     times: np.ndarray,
 ) -> dict[int, list[_Arrival]]:
     """Each instance's participants that are nodes of this step's graphs (two or more)."""
-    index = {g.rank: i for i, g in enumerate(graphs)}
-    out: dict[int, list[_Arrival]] = {}
-    for cid, inst in instances.items():
-        found = []
-        for rank, ev in inst.members:
-            i = index.get(rank)
-            if i is None:
-                continue
-            row = int(graphs[i].clip.position_of(np.array([ev]))[0])
-            if row < 0 or not _has_span(graphs[i], row):
-                continue
-            node = int(base[i]) + 2 * row
-            found.append(_Arrival(rank, i, row, int(times[node]), int(times[node + 1])))
-        if len(found) >= 2:
-            out[cid] = found
-    return out
+    found: dict[int, list[_Arrival]] = defaultdict(list)
+    for i, g in enumerate(graphs):
+        cids, evs = participants.of_rank(g.rank)
+        rows = g.clip.position_of(evs)
+        for cid, row in zip(cids[rows >= 0].tolist(), rows[rows >= 0].tolist(), strict=True):
+            if _has_span(g, row):
+                node = int(base[i]) + 2 * row
+                found[cid].append(_Arrival(g.rank, i, row, int(times[node]), int(times[node + 1])))
+    return {cid: arrivals for cid, arrivals in found.items() if len(arrivals) >= 2}
 
 
 def _has_span(graph: WindowGraph, row: int) -> bool:
