@@ -858,8 +858,9 @@ def _demo(args: argparse.Namespace) -> int:
 def _explore(args: argparse.Namespace) -> int:
     from .app import run_app  # textual loads only for the TUI
 
-    db = _existing(args.db)
-    # refused before the app starts (one line, exit 2): a directory, an empty or non-Kuzu file;
+    db = args.db
+    # refused before the app starts (one line, exit 2): no such path, a directory, an empty or
+    # non-Kuzu file;
     # a Kuzu database without tracegraph tables or runs is explained in the app
     problem = file_problem(db)
     if problem is not None:
@@ -867,15 +868,9 @@ def _explore(args: argparse.Namespace) -> int:
     return run_app(db)
 
 
-def _existing(db: Path) -> Path:
-    if not db.exists():
-        raise UsageError(f"{db}: no such database")
-    return db
-
-
 def _open(db: Path, timeout_ms: int = 60_000) -> GraphStore:
     """The database, read-only; a path that holds nothing to read is a one-line error."""
-    problem = file_problem(_existing(db))
+    problem = file_problem(db)
     if problem is not None:
         raise UsageError(problem)
     store = GraphStore(db, read_only=True, timeout_ms=timeout_ms)

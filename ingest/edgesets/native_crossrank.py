@@ -38,7 +38,7 @@ from ..critical_path import longest_path
 from .native_edges import COLLECTIVE_DEPENDENCY, DEPENDENCY, OPERATOR_KERNEL, TYPE_NAMES
 from .native_frame import KIND_OP, NODE_LABEL, Frame
 from .native_graph import WindowGraph
-from .native_invariants import InvariantError
+from .native_invariants import InvariantError, node_time_of
 
 RESUME_NS = 1_000_000  # a blocked thread resumes within this of the collective's end
 
@@ -246,11 +246,9 @@ def cross_rank_path(
 
 
 def _aligned_times(graph: WindowGraph, offset_ns: int) -> np.ndarray:
+    """Node times in ns on the aligned clock (the rank's offset taken off)."""
     c = graph.clip
-    out = np.empty(2 * c.n, np.int64)
-    out[0::2] = (c.ts + c.origin) * c.unit_ns - offset_ns
-    out[1::2] = (c.ts + np.maximum(c.dur, 0) + c.origin) * c.unit_ns - offset_ns
-    return out
+    return (node_time_of(c) + c.origin) * c.unit_ns - offset_ns
 
 
 def _arrivals(

@@ -27,6 +27,7 @@ from .native_edges import (
     SYNC_DEPENDENCY,
     TYPE_NAMES,
     Edges,
+    node_times,
 )
 from .native_frame import Frame
 
@@ -63,10 +64,7 @@ def node_time_of(clip: Frame, clamp: bool = True) -> np.ndarray:
     """Time of every node (2·row: start, 2·row + 1: end) in frame units. `clamp`: a negative
     duration counts as 0 (tracegraph's rule); HTA's µs rounding can end an event before it
     starts, and its graph is checked with those times."""
-    out = np.empty(2 * clip.n, np.int64)
-    out[0::2] = clip.ts
-    out[1::2] = clip.ts + (np.maximum(clip.dur, 0) if clamp else clip.dur)
-    return out
+    return node_times(clip.ts, clip.ts + (np.maximum(clip.dur, 0) if clamp else clip.dur))
 
 
 def drop_skewed(edges: Edges, clip: Frame) -> tuple[Edges, dict[str, int]]:
