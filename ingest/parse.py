@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from pathlib import Path
@@ -171,12 +171,19 @@ class ParseOptions:
     `rank_of_pid` for merged files whose events do not say their rank. How much JSON a file may
     hold: `max_json_bytes` (gunzipped; None: MAX_JSON_BYTES) and, for a .gz whose JSON passes
     RATIO_FLOOR, at most `max_gzip_ratio` times its compressed size (None: MAX_GZIP_RATIO;
-    0: no ratio limit)."""
+    0: no ratio limit). How a large file is read: see `read.rank_traces`."""
 
     rank: int | None = None
     rank_of_pid: Mapping[int, int] = field(default_factory=dict)
     max_json_bytes: int | None = None
     max_gzip_ratio: float | None = None
+    # JSON above this many bytes is read block by block (None: read.STREAM_BYTES), its events
+    # set aside on disk in a folder named after `spill_at` (None: the system's temp folder)
+    stream_bytes: int | None = None
+    spill_at: Path | None = None
+
+
+DEFAULT_OPTIONS = ParseOptions()
 
 
 @dataclass(frozen=True)
@@ -211,6 +218,32 @@ def read_trace_bytes(path: Path, options: ParseOptions = ParseOptions()) -> byte
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
+_READ_STEP = 8 << 20
+
+
+def json_blocks(path: Path, options: ParseOptions, whole_up_to: int) -> Iterator[bytes]:
+    """The file's JSON bytes in blocks, gunzipped a step at a time within the options' limits;
+    a plain file of at most `whole_up_to` bytes in one block."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            gzipped = f.read(2) == _GZIP_MAGIC
+            f.seek(0)
+            if gzipped:
+                data = f.read()
+            else:
+                _check_plain_size(path, size, options)
+                if size <= whole_up_to:
+                    yield f.read()
+                    return
+                while block := f.read(_READ_STEP):
+                    yield block
+                return
+    except OSError as exc:
+        raise TraceFormatError(path, f"cannot read: {exc.strerror or exc}") from exc
+    limit = MAX_JSON_BYTES if options.max_json_bytes is None else options.max_json_bytes
+    ratio = MAX_GZIP_RATIO if options.max_gzip_ratio is None else options.max_gzip_ratio
+    yield from _gunzip_steps(path, data, limit, ratio)
 
 
 def _json_bytes(path: Path, data: bytes, options: ParseOptions) -> bytes | bytearray:
@@ -238,11 +271,25 @@ def _size(n: int) -> str:
 
 
 def _gunzip(path: Path, data: bytes, limit: int, ratio: float) -> bytes | bytearray:
-    """All gzip members of `data`, decompressed a step at a time: refused as soon as the JSON
-    passes `limit` bytes, or `ratio` times the compressed size once past RATIO_FLOOR. JSON that
-    comes in one step is returned as it came (no copy)."""
+    """All gzip members of `data`, decompressed: JSON that comes in one step is returned as it
+    came (no copy)."""
     first: bytes = b""  # the first step's JSON; `out` holds it and the rest once there is more
     out: bytearray | None = None
+    for chunk in _gunzip_steps(path, data, limit, ratio):
+        if out is not None:
+            out += chunk
+        elif not first:
+            first = chunk
+        else:
+            out = bytearray(first)
+            out += chunk
+            first = b""
+    return out if out is not None else first
+
+
+def _gunzip_steps(path: Path, data: bytes, limit: int, ratio: float) -> Iterator[bytes]:
+    """All gzip members of `data`, decompressed a step at a time: refused as soon as the JSON
+    passes `limit` bytes, or `ratio` times the compressed size once past RATIO_FLOOR."""
     size = 0
     view = memoryview(data)
     fed = 0  # bytes of `data` given to the decompressor so far
@@ -267,20 +314,12 @@ def _gunzip(path: Path, data: bytes, limit: int, ratio: float) -> bytes | bytear
             pending = inflater.unconsumed_tail
             if chunk:
                 size += len(chunk)
-                if out is not None:
-                    out += chunk
-                elif not first:
-                    first = chunk
-                else:
-                    out = bytearray(first)
-                    out += chunk
-                    first = b""
                 _check_expansion(path, size, len(data), limit, ratio)
+                yield chunk
             elif not pending and fed >= len(data) and not inflater.eof:
                 raise TraceFormatError(path, "corrupt or truncated gzip (it ends early)")
     except zlib.error as exc:
         raise TraceFormatError(path, f"corrupt or truncated gzip ({exc})") from exc
-    return out if out is not None else first
 
 
 def _check_expansion(path: Path, n: int, compressed: int, limit: int, ratio: float) -> None:
@@ -299,6 +338,11 @@ def _check_expansion(path: Path, n: int, compressed: int, limit: int, ratio: flo
 def parse_file(path: Path, options: ParseOptions = ParseOptions()) -> list[RankTrace]:
     """Parse one Kineto trace file into one RankTrace per rank it holds."""
     return _parse(path, [read_trace_bytes(path, options)], options)
+
+
+def parse_json_bytes(path: Path, data: bytes, options: ParseOptions) -> list[RankTrace]:
+    """Parse a file's JSON bytes, already read (and gunzipped)."""
+    return _parse(path, [data], options)
 
 
 def parse_bytes(

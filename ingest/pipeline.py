@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
@@ -12,10 +13,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import collectives, link, nodes, schema, syncs
-from .edgesets.native_cache import store_sources
-from .edgesets.native_frame import FrameSource, frame_source
+from .edgesets.native_cache import SourcesWriter
+from .edgesets.native_frame import frame_source
 from .errors import IngestError, TraceFormatError
-from .parse import DROP_REASONS, ParseOptions, RankTrace, parse_file, read_trace_bytes
+from .parse import DROP_REASONS, ParseOptions, RankTrace, read_trace_bytes
+from .read import rank_traces, sweep_spills
 from .steps import step_rows
 from .store import KUZU_VERSION, GraphStore, write_transaction
 
@@ -135,19 +137,26 @@ def ingest(
     found = _sources(paths, options.recursive)
     report = progress or (lambda stage, done, total: None)
     run = options.run or _default_run_name(paths, [s.path for s in found])
-    sources: dict[str, list[FrameSource]] = {}
-    files: list[Path] = []  # the files ingested, filled as they are parsed
-    skipped: list[tuple[str, str]] = []
-    with write_transaction(db) as store:
-        run_idx = _claim_run(store, run, db)
-        traces = _rank_traces(found, options.parse, report, files, skipped)
-        result = _load(store, _keep_frame_sources(traces, sources), run, run_idx, files)
-    result = replace(result, skipped=(*skipped, *_dropped_events(result.ranks)))
     # The native builder's inputs, cached beside the database once it is committed, so the
     # first `edges --native` starts from columns instead of decoding the JSON again.
-    for file, file_sources in sources.items():
-        store_sources(db, Path(file), file_sources)
-    return result
+    sources: dict[str, SourcesWriter] = {}
+    files: list[Path] = []  # the files ingested, filled as they are parsed
+    skipped: list[tuple[str, str]] = []
+    spill_at = db.with_name(f".{db.name}.spill")
+    parse_options = replace(options.parse, spill_at=options.parse.spill_at or spill_at)
+    try:
+        with write_transaction(db) as store:
+            sweep_spills(spill_at)  # what a killed ingest left (the transaction holds the lock)
+            run_idx = _claim_run(store, run, db)
+            traces = _rank_traces(found, parse_options, report, files, skipped)
+            result = _load(store, _cache_sources(traces, db, sources), run, run_idx, files)
+    except BaseException:
+        for writer in sources.values():
+            writer.abandon()
+        raise
+    for writer in sources.values():
+        writer.finish()
+    return replace(result, skipped=(*skipped, *_dropped_events(result.ranks)))
 
 
 def _dropped_events(ranks: Iterable[RankSummary]) -> Iterator[tuple[str, str]]:
@@ -160,12 +169,15 @@ def _dropped_events(ranks: Iterable[RankSummary]) -> Iterator[tuple[str, str]]:
             )
 
 
-def _keep_frame_sources(
-    traces: Iterable[RankTrace], sources: dict[str, list[FrameSource]]
+def _cache_sources(
+    traces: Iterable[RankTrace], db: Path, sources: dict[str, SourcesWriter]
 ) -> Iterator[RankTrace]:
     for trace in traces:
-        sources.setdefault(trace.file, []).append(frame_source(trace))
+        if trace.file not in sources:
+            sources[trace.file] = SourcesWriter(db, Path(trace.file))
+        sources[trace.file].add(frame_source(trace))
         yield trace
+        del trace  # the consumer frees each rank as it goes: hold none here
 
 
 def _rank_traces(
@@ -183,8 +195,9 @@ def _rank_traces(
     for i, source in enumerate(found):
         path = source.path
         report("ingest", i, len(found))
+        traces = rank_traces(path, options)
         try:
-            traces = parse_file(path, options)
+            first = next(traces)
         except TraceFormatError:
             why = _not_a_trace(path) if source.folder is not None else None
             if why is None or source.folder is None:
@@ -195,8 +208,10 @@ def _rank_traces(
         files.append(path)
         if source.folder is not None:
             from_folder[source.folder] = from_folder.get(source.folder, 0) + 1
-        while traces:
-            rank = traces[0].rank
+        held = [first]
+        del first
+        for trace in itertools.chain(_handed_on(held), traces):
+            rank = trace.rank
             if rank in owner:
                 raise TraceFormatError(
                     path,
@@ -204,13 +219,19 @@ def _rank_traces(
                     "trace per rank (use --rank N, or ingest it as another --run)",
                 )
             owner[rank] = str(path)
-            yield traces.pop(0)  # keep no reference here: the consumer frees it as it goes
+            yield trace
+            del trace  # keep no reference here: the consumer frees it as it goes
     for folder in dict.fromkeys(s.folder for s in found if s.folder is not None):
         if not from_folder.get(folder):
             names = passed_over.get(folder, [])
             shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
             raise TraceFormatError(folder, f"folder holds no traces ({shown}: not a trace)")
     report("ingest", len(found), len(found))
+
+
+def _handed_on(held: list[RankTrace]) -> Iterator[RankTrace]:
+    while held:
+        yield held.pop()
 
 
 def _default_run_name(paths: Sequence[Path], files: list[Path]) -> str:
@@ -234,9 +255,10 @@ def _claim_run(store: GraphStore, run: str, db: Path) -> int:
     return run_idx
 
 
-# Ranks are loaded in batches of about this many rows: few large COPYs are much faster than
-# many small ones, and the batch bounds memory on runs of many ranks.
+# Ranks are loaded in batches of up to this many rows or bytes: few large COPYs are much
+# faster than many small ones, and the batch bounds memory on runs of many ranks.
 BATCH_ROWS = 4_000_000
+BATCH_BYTES = 256 << 20
 
 
 class _Batch:
@@ -246,17 +268,21 @@ class _Batch:
         self.store = store
         self.nodes: dict[str, list[pa.Table]] = {label: [] for label in schema.EVENT_LABELS}
         self.edges: dict[str, list[pa.Table]] = {}
-        self.rows = 0
+        self.rows = self.bytes = 0
 
     def add(self, node_tables: dict[str, pa.Table], edge_tables: dict[str, pa.Table]) -> None:
         for label, table in node_tables.items():
             self.nodes[label].append(table)
             self.rows += table.num_rows
+            self.bytes += table.get_total_buffer_size()
         for label, table in edge_tables.items():
             self.edges.setdefault(label, []).append(table)
             self.rows += table.num_rows
+            self.bytes += table.get_total_buffer_size()
 
     def flush(self) -> None:
+        if not self.rows:
+            return
         for label, tables in self.nodes.items():
             if any(t.num_rows for t in tables):
                 self.store.copy(label, _concat(tables))
@@ -265,7 +291,8 @@ class _Batch:
             if any(t.num_rows for t in tables):
                 self.store.copy_edges(label, _concat(tables))
             tables.clear()
-        self.rows = 0
+        self.rows = self.bytes = 0
+        self.store.commit_and_continue()
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
@@ -294,7 +321,7 @@ def _load(
         node_tables = nodes.node_tables(events)
         edge_tables = _rank_edges(events)
         batch.add(node_tables, edge_tables)
-        if batch.rows >= BATCH_ROWS:
+        if batch.rows >= BATCH_ROWS or batch.bytes >= BATCH_BYTES:
             batch.flush()
         for label, edges in edge_tables.items():
             edge_counts[label] = edge_counts.get(label, 0) + edges.num_rows

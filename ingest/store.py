@@ -117,6 +117,20 @@ class GraphStore:
     def commit(self) -> None:
         self._conn.execute("COMMIT")
 
+    def commit_and_continue(self) -> None:
+        """Commit what the open transaction holds and begin another on the database reopened.
+
+        A transaction keeps its rows in memory until it commits, and a connection keeps every
+        Arrow table it was given for a COPY until it closes (Kuzu 0.11.3): an ingest that does
+        this between batches holds one batch, not the whole run. Only for a staging copy,
+        whose swap (not the commit) makes the write atomic."""
+        self._conn.execute("COMMIT")
+        self._conn.close()
+        self._db.close()  # what Kuzu holds for an open database grows with it: start afresh
+        self._db = kuzu.Database(str(self.path), read_only=False, buffer_pool_size=0)
+        self._conn = kuzu.Connection(self._db)
+        self._conn.execute("BEGIN TRANSACTION")
+
     def create_schema(self) -> None:
         for statement in schema.ddl():
             self._conn.execute(statement)

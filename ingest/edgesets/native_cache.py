@@ -64,21 +64,61 @@ def load_sources(db: Path, trace_file: Path) -> list[FrameSource] | None:
 
 def store_sources(db: Path, trace_file: Path, sources: list[FrameSource]) -> None:
     """Write the frame sources of one trace file (best effort: a failure only costs speed)."""
-    try:
-        digest, ident = _key(trace_file)
-        folder = cache_dir(db)
-        folder.mkdir(parents=True, exist_ok=True)
-        parts, ranks, offset = [], [], 0
-        for s in sources:
-            rows = s.rows.append_column("_rank", pa.array([s.rank] * s.rows.num_rows, pa.int64()))
-            parts.append(rows)
-            ranks.append({"rank": s.rank, "offset": offset, "rows": s.rows.num_rows})
-            offset += s.rows.num_rows
-        table = pa.concat_tables(parts, promote_options="permissive")
-        meta = json.dumps({"ident": ident, "ranks": ranks})
-        table = table.replace_schema_metadata({"tracegraph": meta})
-        tmp = folder / f".{digest}.{os.getpid()}.tmp"
-        pq.write_table(table, tmp, compression="zstd")
-        os.replace(tmp, folder / f"{digest}.parquet")
-    except (OSError, pa.ArrowException):
-        return
+    writer = SourcesWriter(db, trace_file)
+    for source in sources:
+        writer.add(source)
+    writer.finish()
+
+
+class SourcesWriter:
+    """One trace file's cache entry, written a rank at a time (so that an ingest never holds
+    more than the rank in hand) to a temporary file that `finish` puts in place. Best effort:
+    a failure drops the entry, never the caller's work."""
+
+    def __init__(self, db: Path, trace_file: Path) -> None:
+        self.writer: pq.ParquetWriter | None = None
+        self.ranks: list[dict[str, int]] = []
+        self.rows = 0
+        try:
+            self.digest, self.ident = _key(trace_file)
+            self.folder = cache_dir(db)
+            self.tmp: Path | None = self.folder / f".{self.digest}.{os.getpid()}.tmp"
+        except OSError:
+            self.tmp = None
+
+    def add(self, source: FrameSource) -> None:
+        if self.tmp is None:
+            return
+        n = source.rows.num_rows
+        rows = source.rows.append_column("_rank", pa.array([source.rank] * n, pa.int64()))
+        try:
+            if self.writer is None:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                self.writer = pq.ParquetWriter(self.tmp, rows.schema, compression="zstd")
+            self.writer.write_table(rows.cast(self.writer.schema))
+        except (OSError, ValueError, pa.ArrowException):
+            self.abandon()
+            return
+        self.ranks.append({"rank": source.rank, "offset": self.rows, "rows": n})
+        self.rows += n
+
+    def finish(self) -> None:
+        if self.tmp is None or self.writer is None:
+            return
+        try:
+            meta = json.dumps({"ident": self.ident, "ranks": self.ranks})
+            self.writer.add_key_value_metadata({"tracegraph": meta})
+            self.writer.close()
+            os.replace(self.tmp, self.folder / f"{self.digest}.parquet")
+        except (OSError, pa.ArrowException):
+            self.abandon()
+
+    def abandon(self) -> None:
+        if self.writer is not None:
+            try:
+                self.writer.close()
+            except (OSError, pa.ArrowException):
+                pass
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
+        self.writer, self.tmp = None, None

@@ -1,0 +1,268 @@
+"""A trace file → its ranks' event tables, one at a time, in memory bounded by the largest rank.
+
+A file whose JSON fits in `ParseOptions.stream_bytes` is parsed whole (`parse.parse_file`).
+A larger one is read block by block (`scan`): its events are decoded a block at a time and set
+aside on disk by rank (`spill`), keyed by `args.rank` where an event has one, else by its pid
+until the file's metadata has told each pid's rank; each rank is then read back alone. Both
+give the same ranks, events and errors' meaning (a test holds them equal on every shared trace).
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import parse
+from .errors import TraceFormatError
+from .parse import MAX_EV, ParseOptions, RankTrace
+from .scan import EVENTS_KEY, ScanError, TopLevel, scan_events
+from .spill import Key, Spill
+
+STREAM_BYTES = 128 << 20  # JSON above this size is read block by block
+BLOCK_BYTES = 8 << 20  # bytes scanned at a time
+_SHELL_KEYS = frozenset({"distributedInfo", "schemaVersion", "baseTimeNanoseconds"})
+_SHELL = msgspec.json.Decoder(parse._TraceShell)
+_RANKED, _BY_PID, _NO_PID = "rank", "pid", "no pid"
+
+
+def rank_traces(path: Path, options: ParseOptions = parse.DEFAULT_OPTIONS) -> Iterator[RankTrace]:
+    """The ranks of one trace file in rank order; only the rank yielded last is in memory when
+    the file is read block by block."""
+    limit = STREAM_BYTES if options.stream_bytes is None else options.stream_bytes
+    blocks = parse.json_blocks(path, options, whole_up_to=limit)
+    head: list[bytes] = []
+    size = 0
+    for block in blocks:
+        head.append(block)
+        size += len(block)
+        if size > limit:
+            break
+    else:
+        data = head[0] if len(head) == 1 else b"".join(head)
+        head.clear()
+        yield from parse.parse_json_bytes(path, data, options)
+        return
+    yield from _streamed(path, _drain(head, blocks), options)
+
+
+def _drain(head: list[bytes], rest: Iterable[bytes]) -> Iterator[bytes]:
+    """The blocks read ahead, then the rest, in pieces of at most BLOCK_BYTES; each is
+    dropped here once handed on."""
+    while head:
+        yield from _pieces(head.pop(0))
+    for block in rest:
+        yield from _pieces(block)
+
+
+def _pieces(block: bytes) -> Iterator[bytes]:
+    if len(block) <= BLOCK_BYTES:
+        yield block
+        return
+    view = memoryview(block)
+    for i in range(0, len(block), BLOCK_BYTES):
+        yield bytes(view[i : i + BLOCK_BYTES])
+
+
+@dataclass
+class _Seen:
+    """What the whole file says, gathered block by block while the events are set aside."""
+
+    events: int = 0  # entries of traceEvents
+    rows: int = 0  # complete and flow events kept as rows
+    dropped: dict[str, int] = field(default_factory=dict)  # rows to leave out, by reason
+    first_ts: int | None = None
+    last_end: int | None = None
+    named: dict[int, dict[int, int]] = field(default_factory=dict)  # process metadata
+    pairs: dict[tuple[int | None, int], int] = field(default_factory=dict)  # (pid, args.rank)
+    pids_needing_rank: dict[int | None, None] = field(default_factory=dict)  # first seen first
+
+    def add(self, table: pa.Table) -> None:
+        self.rows += table.num_rows
+        for reason, n in _counts(table["drop"].drop_null()).items():
+            self.dropped[reason] = self.dropped.get(reason, 0) + n
+        ts = table["ts"]
+        first = pc.min(ts).as_py()
+        last = pc.max(pc.add(ts, pc.fill_null(table["dur"], 0))).as_py()
+        if first is not None:
+            self.first_ts = first if self.first_ts is None else min(self.first_ts, first)
+        if last is not None:
+            self.last_end = last if self.last_end is None else max(self.last_end, last)
+        ranked = table.select(["pid", "arg_rank", "ev_idx"]).filter(pc.is_valid(table["arg_rank"]))
+        firsts = ranked.group_by(["pid", "arg_rank"], use_threads=False).aggregate(
+            [("ev_idx", "min")]
+        )
+        columns = (firsts[c].to_pylist() for c in ("pid", "arg_rank", "ev_idx_min"))
+        for pid, rank, ev in zip(*columns, strict=True):
+            self.pairs.setdefault((pid, rank), ev)
+        needs = pc.and_(pc.is_null(table["arg_rank"]), pc.is_in(table["label"], parse._NEEDS_RANK))
+        pids = pc.unique(pc.filter(table["pid"], needs)).to_pylist()
+        self.pids_needing_rank.update(dict.fromkeys(pids))
+
+
+def _counts(values: pa.Array | pa.ChunkedArray) -> dict[str, int]:
+    return {c["values"]: c["counts"] for c in values.value_counts().to_pylist()}
+
+
+def _streamed(path: Path, blocks: Iterable[bytes], options: ParseOptions) -> Iterator[RankTrace]:
+    spill = Spill(options.spill_at, order_by="ev_idx")
+    try:
+        seen, top = _set_aside(path, blocks, spill)
+        yield from _ranks(path, spill, seen, _shell(path, top), options)
+    finally:
+        spill.close()
+
+
+def _set_aside(path: Path, blocks: Iterable[bytes], spill: Spill) -> tuple[_Seen, TopLevel]:
+    seen, top = _Seen(), TopLevel()
+    try:
+        for array in scan_events(blocks, _SHELL_KEYS, top):
+            try:
+                raw, loose = parse._decode(parse._EVENT_DECODERS, array)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise TraceFormatError(path, f"malformed {parse._at(exc, seen.events)}") from exc
+            del array
+            if seen.events + len(raw) > MAX_EV:
+                raise TraceFormatError(path, f"trace has over {MAX_EV:,} events")
+            table = parse._event_table(path, raw, seen.events, loose)
+            for pid, ranks in parse._process_names(raw, seen.events).items():
+                for rank, ev_idx in ranks.items():
+                    seen.named.setdefault(pid, {}).setdefault(rank, ev_idx)
+            seen.events += len(raw)
+            del raw
+            seen.add(table)
+            _spill_by_rank(table, spill)
+    except ScanError as exc:
+        raise TraceFormatError(path, f"not a Kineto JSON trace ({exc})") from exc
+    except RecursionError as exc:
+        raise TraceFormatError(path, f"JSON nested too deeply ({parse._first_line(exc)})") from exc
+    if not top.has_events:
+        raise TraceFormatError(path, "JSON has no 'traceEvents' list")
+    if not seen.events:
+        raise TraceFormatError(path, "trace has no events")
+    if not seen.rows:
+        raise TraceFormatError(path, "trace has no complete ('X') events")
+    if sum(seen.dropped.values()) == seen.rows:
+        dropped = ", ".join(f"{n:,} with {parse.DROP_REASONS[r]}" for r, n in seen.dropped.items())
+        raise TraceFormatError(path, f"trace has no complete ('X') events to keep ({dropped})")
+    if seen.first_ts is not None and seen.last_end is not None:
+        if seen.last_end - seen.first_ts >= 1 << 63:
+            span = seen.last_end - seen.first_ts
+            raise TraceFormatError(path, f"timestamps span {span} ns, more than an INT64 can hold")
+    return seen, top
+
+
+def _spill_by_rank(table: pa.Table, spill: Spill) -> None:
+    ranked = pc.is_valid(table["arg_rank"])
+    with_rank = table.filter(ranked)
+    spill.add_grouped(with_rank, with_rank["arg_rank"].to_numpy(), _RANKED)
+    rest = table.filter(pc.invert(ranked))
+    has_pid = pc.is_valid(rest["pid"])
+    by_pid = rest.filter(has_pid)
+    spill.add_grouped(by_pid, by_pid["pid"].to_numpy(), _BY_PID)
+    spill.add((_NO_PID, None), rest.filter(pc.invert(has_pid)))
+
+
+def _shell(path: Path, top: TopLevel) -> parse._TraceShell:
+    """The top-level values the parse reads, decoded as the in-memory parse decodes them."""
+    parts = [msgspec.json.encode(k) + b":" + v for k, v in top.values.items() if k != EVENTS_KEY]
+    try:
+        return _SHELL.decode(b"{" + b",".join(parts) + b"}")
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceFormatError(path, f"not a Kineto JSON trace ({parse._first_line(exc)})") from exc
+
+
+def _ranks(
+    path: Path, spill: Spill, seen: _Seen, top: parse._TraceShell, options: ParseOptions
+) -> Iterator[RankTrace]:
+    arg_ranks = sorted({rank for _, rank in seen.pairs})
+    named_ranks = {r for ranks in seen.named.values() for r in ranks}
+    named_ranks |= set(options.rank_of_pid.values())
+    dist = parse._distributed_info(path, top)
+    world_size = parse._world_size(path, dist)
+    if len(set(arg_ranks) | named_ranks) <= 1:  # one rank: the whole file
+        rank = options.rank
+        if rank is None:
+            rank = parse._info_rank(path, dist)
+        if rank is None:
+            rank = arg_ranks[0] if arg_ranks else next(iter(named_ranks), 0)
+        events = spill.take(spill.keys())
+        assert events is not None  # the file has rows (checked as they were set aside)
+        yield parse._rank_trace(path, rank, events, top, world_size)
+        return
+    if options.rank is not None:
+        raise TraceFormatError(path, "holds several ranks; --rank applies to single-rank files")
+    pid_rank = _pid_ranks(path, seen, options)
+    keys_of: dict[int, list[Key]] = {}
+    for key in spill.keys():
+        tag, value = key
+        rank = value if tag == _RANKED else None
+        if tag == _BY_PID and value is not None:
+            rank = pid_rank.get(value)
+        if rank is not None:
+            keys_of.setdefault(rank, []).append(key)
+    if world_size is None or world_size < len(keys_of):
+        world_size = max(keys_of) + 1 if keys_of else None
+    for rank in sorted(keys_of):
+        events = spill.take(keys_of.pop(rank))
+        assert events is not None
+        yield parse._rank_trace(path, rank, events, top, world_size)
+
+
+def _pid_ranks(path: Path, seen: _Seen, options: ParseOptions) -> dict[int, int]:
+    """pid → rank for events without args.rank, with the in-memory parse's rules and errors
+    (`parse._event_ranks`), from what was gathered instead of from all the rows."""
+    given = set(options.rank_of_pid)
+    named = {pid: ranks for pid, ranks in seen.named.items() if pid not in given}
+    single = {pid: next(iter(ranks)) for pid, ranks in named.items() if len(ranks) == 1}
+    clashes = [
+        (ev, pid, rank)
+        for (pid, rank), ev in seen.pairs.items()
+        if pid in single and single[pid] != rank
+    ]
+    if clashes:
+        ev, pid, rank = min(clashes)
+        raise TraceFormatError(
+            path,
+            f"pid {pid} is labelled rank {single[pid]} (process_name metadata, event "
+            f"{named[pid][single[pid]]}) but event {ev} on it says args.rank {rank}; pass "
+            f"--rank-of-pid {pid}=RANK if the pid is shared",
+        )
+    from_args: dict[int, set[int]] = {}
+    for maybe_pid, arg_rank in seen.pairs:
+        if maybe_pid is not None:
+            from_args.setdefault(maybe_pid, set()).add(arg_rank)
+    pid_rank = {p: min(r) for p, r in from_args.items() if len(r) == 1}
+    pid_rank.update(single)
+    for p in (p for p, ranks in named.items() if len(ranks) > 1):
+        pid_rank.pop(p, None)
+    pid_rank.update(options.rank_of_pid)
+    orphans = [p for p in seen.pids_needing_rank if p is None or p not in pid_rank]
+    for orphan in orphans:
+        if orphan is not None and orphan in named and len(named[orphan]) > 1:
+            labels = sorted(named[orphan].items())[:2]
+            raise TraceFormatError(
+                path,
+                f"pid {orphan} is labelled both rank {labels[0][0]} and rank {labels[1][0]} "
+                f"(process_name metadata, events {labels[0][1]} and {labels[1][1]}) and "
+                f"events on it carry no args.rank; pass --rank-of-pid {orphan}=RANK",
+            )
+    if orphans:
+        raise TraceFormatError(
+            path,
+            f"merged multi-rank trace: cannot tell the rank of events on pid(s) {orphans[:5]}; "
+            "pass --rank-of-pid PID=RANK for each",
+        )
+    return pid_rank
+
+
+def sweep_spills(at: Path) -> None:
+    """Remove spill folders a killed ingest left (the caller holds the database's lock)."""
+    for leftover in at.parent.glob(f"{at.name}-*"):
+        if leftover.is_dir():
+            shutil.rmtree(leftover, ignore_errors=True)

@@ -1,0 +1,91 @@
+"""Event tables set aside on disk by key (a rank, or a pid whose rank is not known yet), so that
+a large merged file is split by rank without holding all of it in memory."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+BUFFER_BYTES = 64 << 20
+Key = tuple[str, int | None]  # (what the key is, its value)
+
+
+class Spill:
+    """Arrow IPC pieces in a folder of their own (removed by `close`), read back per key set in
+    the order the rows were added (they are sorted by `order_by`)."""
+
+    def __init__(self, at: Path | None, order_by: str) -> None:
+        if at is None:
+            self.folder = Path(tempfile.mkdtemp(prefix="tracegraph-spill-"))
+        else:
+            self.folder = Path(tempfile.mkdtemp(prefix=f"{at.name}-", dir=at.parent))
+        self.order_by = order_by
+        self.pieces: dict[Key, list[Path]] = {}  # every key set aside, with its pieces
+        self.held: dict[Key, list[pa.Table]] = {}  # rows not written yet
+        self.held_bytes = 0
+        self.held_bytes_of: dict[Key, int] = {}
+        self.written = 0
+
+    def add(self, key: Key, table: pa.Table) -> None:
+        """Set rows aside: held in memory until BUFFER_BYTES are held, then written a key at a
+        time (few large pieces, not one per block and key)."""
+        if not table.num_rows:
+            return
+        self.held.setdefault(key, []).append(table)
+        self.pieces.setdefault(key, [])
+        size = table.nbytes
+        self.held_bytes_of[key] = self.held_bytes_of.get(key, 0) + size
+        self.held_bytes += size
+        if self.held_bytes >= BUFFER_BYTES:
+            self._write(list(self.held))
+
+    def _write(self, keys: list[Key]) -> None:
+        for key in keys:
+            tables = self.held.pop(key, [])
+            self.held_bytes -= self.held_bytes_of.pop(key, 0)
+            if not tables:
+                continue
+            table = pa.concat_tables(tables, promote_options="default")
+            self.written += 1
+            path = self.folder / f"{self.written}.arrow"
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+                out.write_table(table)
+            self.pieces[key].append(path)
+
+    def add_grouped(self, table: pa.Table, keys: np.ndarray, tag: str) -> None:
+        """Each run of equal `keys` (one per row) as the piece of (tag, key)."""
+        if not table.num_rows:
+            return
+        order = np.argsort(keys, kind="stable")
+        table, keys = table.take(pa.array(order)), keys[order]
+        bounds = [0, *(np.flatnonzero(keys[1:] != keys[:-1]) + 1).tolist(), len(keys)]
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+            self.add((tag, keys[a].item()), table.slice(a, b - a))
+
+    def keys(self) -> list[Key]:
+        return list(self.pieces)
+
+    def take(self, keys: list[Key]) -> pa.Table | None:
+        """The rows of these keys as one table in `order_by` order; their pieces are deleted."""
+        tables = [t for k in keys for t in self.held.pop(k, [])]
+        self.held_bytes -= sum(self.held_bytes_of.pop(k, 0) for k in keys)
+        paths = [p for k in keys for p in self.pieces.pop(k, [])]
+        if not paths and not tables:
+            return None
+        for path in paths:  # mapped, not read: only the rows taken below are copied
+            tables.append(pa.ipc.open_file(pa.memory_map(str(path))).read_all())
+        table = pa.concat_tables(tables, promote_options="default")
+        del tables
+        order = pc.sort_indices(table[self.order_by])
+        out = pa.table({name: table[name].take(order) for name in table.column_names})
+        for path in paths:
+            path.unlink(missing_ok=True)
+        return out
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
