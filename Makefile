@@ -9,7 +9,7 @@ lint:
 	ruff check .
 
 types:
-	mypy ingest queries
+	mypy ingest queries api
 
 test:
 	$(PY) -m pytest
@@ -20,5 +20,6 @@ bench:
 	$(PY) benchmarks/ingest_vs_hta.py
 	$(PY) benchmarks/merged_scaling.py
 	$(PY) benchmarks/peak_rss.py
+	$(PY) benchmarks/ingest_rss_scaling.py
 	$(PY) benchmarks/native_vs_hta.py
 	$(PY) benchmarks/query_rss.py

@@ -13,26 +13,26 @@ import re
 import shutil
 import sys
 from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import NoReturn, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracegraph.ingest.edgesets.hta import RankStatus, build_hta_edge_set
-from tracegraph.ingest.edgesets.native import build_native_edge_set
+import tracegraph
+from tracegraph.ingest.edgesets.hta import EdgeSetResult as HtaEdgeSetResult
+from tracegraph.ingest.edgesets.hta import RankStatus
+from tracegraph.ingest.edgesets.native import NativeEdgeSetResult
 from tracegraph.ingest.edgesets.native_options import NativeOptions, OptionsError, emulate
 from tracegraph.ingest.edgesets.native_report import RankSummary, path_summary
-from tracegraph.ingest.edgesets.native_window import Window
-from tracegraph.ingest.errors import IngestError, TraceFormatError
-from tracegraph.ingest.parse import ParseOptions
-from tracegraph.ingest.pipeline import IngestOptions, IngestResult, ingest
+from tracegraph.ingest.errors import TraceFormatError, TracegraphError
+from tracegraph.ingest.pipeline import IngestResult
 from tracegraph.ingest.schema import MAX_RANK
-from tracegraph.ingest.store import GraphStore, QueryError
+from tracegraph.ingest.store import GraphStore
 from tracegraph.queries.catalog import (
     INT64_MAX,
     INT64_MIN,
-    CatalogError,
     canned_queries,
     canned_query,
     coerce_params,
@@ -40,7 +40,6 @@ from tracegraph.queries.catalog import (
 from tracegraph.queries.crossrank import StepVerdict, describe
 from tracegraph.queries.diff import (
     EDGE_VIEW,
-    DiffError,
     chakra_view,
     diff_edge_sets,
     edge_set_runs,
@@ -50,11 +49,10 @@ from tracegraph.queries.diff import (
 )
 from tracegraph.queries.guard import QueryRefused, check_read_only
 from tracegraph.queries.summary import database_info
-from tracegraph.queries.usable import file_problem, store_problem
+from tracegraph.queries.usable import file_problem
 from tracegraph.queries.whatif import (
     CRITICAL_SYNC_ONLY,
     Scaling,
-    WhatIfError,
     check_edge_types,
     compare_what_if,
     what_if,
@@ -65,7 +63,7 @@ from .cancellable import run_cancellable
 from .progress import stderr_progress
 
 
-class UsageError(Exception):
+class UsageError(TracegraphError):
     """Bad command-line input that argparse cannot catch."""
 
 
@@ -74,15 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.handler(args) or 0)
-    except (
-        TraceFormatError,
-        IngestError,
-        QueryError,
-        CatalogError,
-        DiffError,
-        WhatIfError,
-        UsageError,
-    ) as exc:
+    except TracegraphError as exc:
         db = getattr(args, "db", None)
         # a build refused because ranks gave nothing: first what each of them gave, one line each
         for line in getattr(exc, "rank_lines", ()):
@@ -301,15 +291,17 @@ def _ingest(args: argparse.Namespace) -> int:
         if not 0 < args.max_json_gb < 1 << 20:
             raise UsageError(f"--max-json-gb {args.max_json_gb:g}: expected a size in GiB > 0")
         max_json, max_ratio = int(args.max_json_gb * (1 << 30)), 0.0
-    parse = ParseOptions(
-        rank=args.rank,
-        rank_of_pid=_pid_ranks(args.rank_of_pid),
-        max_json_bytes=max_json,
-        max_gzip_ratio=max_ratio,
-    )
-    options = IngestOptions(run=args.run, parse=parse, recursive=args.recursive)
     with stderr_progress() as progress:
-        result = ingest(args.paths, args.db, options, progress)
+        result = tracegraph.open(args.db).ingest(
+            *args.paths,
+            run=args.run,
+            rank=args.rank,
+            rank_of_pid=_pid_ranks(args.rank_of_pid),
+            recursive=args.recursive,
+            max_json_bytes=max_json,
+            max_gzip_ratio=max_ratio,
+            progress=progress,
+        )
     for name, why in result.skipped:
         print(f"tracegraph: skipped {name}: {why}", file=sys.stderr)
     _print_ingest(result, args.db)
@@ -507,16 +499,16 @@ def _edges(args: argparse.Namespace) -> int:
 def _hta_edges(args: argparse.Namespace) -> int:
     annotation = "" if args.whole_trace or not args.annotation else args.annotation
     with stderr_progress() as progress:
-        result = build_hta_edge_set(
-            args.db,
+        result = tracegraph.open(args.db).edges(
             args.hta,
             run=args.run,
             annotation=annotation,
             instance=args.instance,
-            cache_root=args.cache or _cache_root() / "hta",
+            cache_root=args.cache,
             progress=progress,
             allow_empty=args.allow_empty,
         )
+    assert isinstance(result, HtaEdgeSetResult)
     window = (
         f"'{result.annotation}' instance {result.instance or 0}"
         if result.annotation
@@ -567,17 +559,18 @@ def _native_edges(args: argparse.Namespace) -> int:
             options = options.with_changes(**changes)
     except OptionsError as exc:
         raise UsageError(str(exc)) from exc
-    window = Window(args.annotation, args.instance or 0) if args.annotation else Window()
     with stderr_progress() as progress:
-        result = build_native_edge_set(
-            args.db,
+        result = tracegraph.open(args.db).edges(
+            "native",
             run=args.run,
-            options=options,
-            window=window,
+            native_options=options,
+            annotation=args.annotation,
+            instance=args.instance,
             all_steps=args.all_steps,
             progress=progress,
             allow_empty=args.allow_empty,
         )
+    assert isinstance(result, NativeEdgeSetResult)
     print(
         f"edge set '{result.name}' of run '{result.run}': {result.edges_loaded:,} edges"
         + (
@@ -736,11 +729,6 @@ def _compare_table(table: pa.Table) -> pa.Table:
     )
 
 
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "tracegraph"
-
-
 def _diff(args: argparse.Namespace) -> int:
     with _open(args.db) as store:
         diff = diff_edge_sets(store, args.set_a, args.set_b, args.run, args.edge_type, args.rank)
@@ -825,15 +813,17 @@ def _demo(args: argparse.Namespace) -> int:
     files = write_per_rank(config, traces, gzip=True)
     for stale in (args.db, args.db.with_name(args.db.name + ".wal")):
         stale.unlink(missing_ok=True)
+    graph = tracegraph.open(args.db)
     with stderr_progress() as progress:
-        result = ingest(files, args.db, IngestOptions(run="demo"), progress)
+        result = graph.ingest(*files, run="demo", progress=progress)
     print(f"synthetic traces of {config.ranks} ranks x {config.steps} steps in {traces}/")
     _print_ingest(result, args.db)
     # three native edge sets: HTA 0.5.0's and 0.6.1's semantics, and tracegraph's own
     with stderr_progress() as progress:
         for version in ("hta-0.5.0", "traceinsight-0.6.1"):
-            build_native_edge_set(args.db, run="demo", options=emulate(version), progress=progress)
-        native = build_native_edge_set(args.db, run="demo", all_steps=True, progress=progress)
+            graph.edges(run="demo", emulate_version=version, progress=progress)
+        native = graph.edges(run="demo", all_steps=True, progress=progress)
+    assert isinstance(native, NativeEdgeSetResult)
     if not args.no_tui:
         return _explore(argparse.Namespace(db=args.db))
     print()
@@ -868,17 +858,9 @@ def _explore(args: argparse.Namespace) -> int:
     return run_app(db)
 
 
-def _open(db: Path, timeout_ms: int = 60_000) -> GraphStore:
+def _open(db: Path, timeout_ms: int = 60_000) -> AbstractContextManager[GraphStore]:
     """The database, read-only; a path that holds nothing to read is a one-line error."""
-    problem = file_problem(db)
-    if problem is not None:
-        raise UsageError(problem)
-    store = GraphStore(db, read_only=True, timeout_ms=timeout_ms)
-    problem, _ = store_problem(db, store)
-    if problem is not None:
-        store.close()
-        raise UsageError(problem)
-    return store
+    return tracegraph.open(db).reading(timeout_ms)
 
 
 if __name__ == "__main__":

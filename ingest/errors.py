@@ -1,11 +1,17 @@
-"""Typed errors of the ingest side; the CLI turns them into one-line messages."""
+"""tracegraph's errors: one family, each a one-line message that says which file or database
+and what is wrong. The CLI prints it as `tracegraph: error: <message>` (exit 2) in one place;
+the TUI shows it in a dialog; the Python API raises it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 
-class TraceFormatError(Exception):
+class TracegraphError(Exception):
+    """Anything tracegraph refuses or cannot do, with a one-line message for the user."""
+
+
+class TraceFormatError(TracegraphError):
     """A trace file that cannot be read as a Kineto trace."""
 
     def __init__(self, path: str | Path, reason: str) -> None:
@@ -18,5 +24,5 @@ class TraceFormatError(Exception):
         return (type(self), (self.path, self.reason))
 
 
-class IngestError(Exception):
+class IngestError(TracegraphError):
     """An ingest that cannot proceed (bad arguments, clashing run, locked database)."""

@@ -12,8 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import collectives, link, nodes, schema, syncs
-from .edgesets.native_cache import SourcesWriter
+from . import archive, collectives, link, nodes, schema, syncs
 from .edgesets.native_frame import frame_source
 from .errors import IngestError, TraceFormatError
 from .parse import DROP_REASONS, ParseOptions, RankTrace, read_trace_bytes
@@ -137,25 +136,28 @@ def ingest(
     found = _sources(paths, options.recursive)
     report = progress or (lambda stage, done, total: None)
     run = options.run or _default_run_name(paths, [s.path for s in found])
-    # The native builder's inputs, cached beside the database once it is committed, so the
-    # first `edges --native` starts from columns instead of decoding the JSON again.
-    sources: dict[str, SourcesWriter] = {}
     files: list[Path] = []  # the files ingested, filled as they are parsed
     skipped: list[tuple[str, str]] = []
     spill_at = db.with_name(f".{db.name}.spill")
     parse_options = replace(options.parse, spill_at=options.parse.spill_at or spill_at)
+    ingested_at = datetime.now(UTC).isoformat(timespec="microseconds")
+    writer: archive.ArchiveWriter | None = None
     try:
         with write_transaction(db) as store:
-            sweep_spills(spill_at)  # what a killed ingest left (the transaction holds the lock)
+            # what a killed or failed ingest left (the transaction holds the lock)
+            sweep_spills(spill_at)
+            archive.sweep(db, store)
             run_idx = _claim_run(store, run, db)
-            traces = _rank_traces(found, parse_options, report, files, skipped)
-            result = _load(store, _cache_sources(traces, db, sources), run, run_idx, files)
+            # The edge-set builders' inputs, archived with the run: no later command reads the
+            # traces again.
+            writer = archive.ArchiveWriter(db, run_idx)
+            traces = _archived(_rank_traces(found, parse_options, report, files, skipped), writer)
+            result = _load(store, traces, run, run_idx, files, ingested_at)
+            writer.finish(ingested_at)  # in place before the database that names it
     except BaseException:
-        for writer in sources.values():
-            writer.abandon()
+        if writer is not None:
+            writer.abandon(ingested_at)
         raise
-    for writer in sources.values():
-        writer.finish()
     return replace(result, skipped=(*skipped, *_dropped_events(result.ranks)))
 
 
@@ -169,13 +171,9 @@ def _dropped_events(ranks: Iterable[RankSummary]) -> Iterator[tuple[str, str]]:
             )
 
 
-def _cache_sources(
-    traces: Iterable[RankTrace], db: Path, sources: dict[str, SourcesWriter]
-) -> Iterator[RankTrace]:
+def _archived(traces: Iterable[RankTrace], writer: archive.ArchiveWriter) -> Iterator[RankTrace]:
     for trace in traces:
-        if trace.file not in sources:
-            sources[trace.file] = SourcesWriter(db, Path(trace.file))
-        sources[trace.file].add(frame_source(trace))
+        writer.add(trace.rank, frame_source(trace).rows)
         yield trace
         del trace  # the consumer frees each rank as it goes: hold none here
 
@@ -280,7 +278,9 @@ class _Batch:
             self.rows += table.num_rows
             self.bytes += table.get_total_buffer_size()
 
-    def flush(self) -> None:
+    def flush(self, last: bool = False) -> None:
+        """Load the batch; unless it is the `last`, commit and start afresh (see
+        `GraphStore.commit_and_continue`)."""
         if not self.rows:
             return
         for label, tables in self.nodes.items():
@@ -292,7 +292,8 @@ class _Batch:
                 self.store.copy_edges(label, _concat(tables))
             tables.clear()
         self.rows = self.bytes = 0
-        self.store.commit_and_continue()
+        if not last:
+            self.store.commit_and_continue()
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:
@@ -303,7 +304,12 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 
 
 def _load(
-    store: GraphStore, traces: Iterable[RankTrace], run: str, run_idx: int, files: list[Path]
+    store: GraphStore,
+    traces: Iterable[RankTrace],
+    run: str,
+    run_idx: int,
+    files: list[Path],
+    ingested_at: str,
 ) -> IngestResult:
     edge_counts: dict[str, int] = {}
     summaries: list[RankSummary] = []
@@ -331,7 +337,7 @@ def _load(
         counts["cuda_sync"] = pc.sum(pc.equal(events["label"], "sync")).as_py() or 0
         summaries.append(RankSummary(trace.rank, trace.file, counts, dict(trace.dropped)))
         rank_rows.append(_rank_row(trace, run, run_idx, events, counts))
-    batch.flush()
+    batch.flush(last=True)
     coll_nodes, part_of = collectives.match(pa.concat_tables(parts), run, run_idx)
     store.copy("Collective", schema.conform(coll_nodes, schema.COLLECTIVE))
     to_collective = pa.array(["Collective"] * part_of.num_rows, pa.string())
@@ -345,7 +351,7 @@ def _load(
         "name": run,
         "run_idx": run_idx,
         "sources": json.dumps([str(f) for f in files]),
-        "ingested_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "ingested_at": ingested_at,
         "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
         "world_size": world_size,
         "edge_counts": json.dumps(edge_counts, sort_keys=True),

@@ -8,6 +8,7 @@ files are removed by the next writer, which holds an exclusive lock on `DB.lock`
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
 import re
@@ -23,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import schema
-from .errors import IngestError
+from .errors import IngestError, TracegraphError
 
 DEFAULT_TIMEOUT_MS = 60_000
 READER_BUFFER_POOL = 2 << 30
@@ -31,7 +32,7 @@ KUZU_VERSION = kuzu.__version__
 _PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
-class QueryError(Exception):
+class QueryError(TracegraphError):
     """A query the database rejected (syntax, binding, missing parameter, timeout)."""
 
 
@@ -127,6 +128,7 @@ class GraphStore:
         self._conn.execute("COMMIT")
         self._conn.close()
         self._db.close()  # what Kuzu holds for an open database grows with it: start afresh
+        _return_freed_memory()
         self._db = kuzu.Database(str(self.path), read_only=False, buffer_pool_size=0)
         self._conn = kuzu.Connection(self._db)
         self._conn.execute("BEGIN TRANSACTION")
@@ -249,6 +251,15 @@ def _exclusive_lock(path: Path, given: Path | None = None) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _return_freed_memory() -> None:
+    """Hand the heap's free pages back to the system (glibc keeps what Kuzu freed, so a long
+    ingest's resident memory would grow with the database). Elsewhere a no-op."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _remove_stale_staging(path: Path) -> None:

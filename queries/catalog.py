@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 
+from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import query_parameters
 
 
@@ -27,7 +28,7 @@ class CannedQuery:
     cypher: str
 
 
-class CatalogError(Exception):
+class CatalogError(TracegraphError):
     """A canned query that does not exist or whose file is malformed."""
 
 

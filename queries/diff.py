@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore
 
 KEY = ["src", "src_boundary", "dst", "dst_boundary", "type"]
@@ -35,7 +36,7 @@ RETURN a.id AS src, d.src_boundary AS src_boundary, b.id AS dst, d.dst_boundary 
 """
 
 
-class DiffError(Exception):
+class DiffError(TracegraphError):
     """Edge sets that cannot be compared (unknown name, different runs)."""
 
 

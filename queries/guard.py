@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import re
 
+from tracegraph.ingest.errors import TracegraphError
+
 # Statement kinds a user query may be (its first keyword).
 READ_STATEMENTS = frozenset({"MATCH", "OPTIONAL", "UNWIND", "WITH", "RETURN", "CALL"})
 # Clause keywords of statements that write, manage the database or touch the host.
@@ -60,7 +62,7 @@ _TOKEN = re.compile(
 )
 
 
-class QueryRefused(ValueError):
+class QueryRefused(TracegraphError, ValueError):
     """A query that is not a single read-only statement (the message says why)."""
 
 

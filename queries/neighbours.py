@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from tracegraph.ingest import schema
+from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore, QueryError
 
 from .runs import CPU_LABELS, EVENT_LABELS
@@ -82,7 +83,7 @@ _DEP = tuple(
 )
 
 
-class EventNotFound(LookupError):
+class EventNotFound(TracegraphError, LookupError):
     """No Op, Runtime or Kernel node has the id asked for."""
 
 

@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from tracegraph.ingest.critical_path import longest_path
 from tracegraph.ingest.edgesets.native_edges import TYPE_NAMES
+from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore
 
 from .diff import edge_set_runs, edge_set_window, window_label
@@ -59,7 +60,7 @@ RETURN k.id AS kernel, min(r.ts) AS ts
 """
 
 
-class WhatIfError(Exception):
+class WhatIfError(TracegraphError):
     """A what-if that cannot be computed (unknown edge set or run)."""
 
 

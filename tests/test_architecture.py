@@ -33,7 +33,9 @@ def test_only_store_imports_kuzu() -> None:
     assert importers == ["ingest/store.py"]
 
 
-LAYER = {"ingest": 0, "queries": 1, "explorer": 2}
+# folder → layer; `api/` is the package `tracegraph` itself (the front door, `tracegraph.graph`)
+LAYER = {"ingest": 0, "queries": 1, "api": 2, "explorer": 3}
+MODULE_LAYER = {"ingest": 0, "queries": 1, "graph": 2, "explorer": 3}
 
 
 def _imports(path: Path) -> set[str]:
@@ -48,15 +50,31 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_layers_import_only_downward() -> None:
-    """ingest never imports queries or explorer; queries never imports explorer."""
+    """ingest never imports queries, the front door or explorer; queries never the front door
+    or explorer; the front door never explorer."""
     upward = []
     for folder, level in LAYER.items():
         for path in (ROOT / folder).rglob("*.py"):
-            for name in _imports(path):
+            for name in _imports(path) | _relative_imports(path, folder):
                 parts = name.split(".")
-                if parts[0] == "tracegraph" and len(parts) > 1 and LAYER.get(parts[1], -1) > level:
+                if parts[0] != "tracegraph":
+                    continue
+                layer = MODULE_LAYER.get(parts[1], -1) if len(parts) > 1 else LAYER["api"]
+                if layer > level:
                     upward.append(f"{path.relative_to(ROOT)} imports {name}")
     assert upward == []
+
+
+def _relative_imports(path: Path, folder: str) -> set[str]:
+    """`from .x import y` in the front door's own files, as `tracegraph.x`."""
+    if folder != "api":
+        return set()
+    tree = ast.parse(path.read_text())
+    return {
+        f"tracegraph.{node.module}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module
+    }
 
 
 def test_textual_only_in_explorer() -> None:

@@ -95,6 +95,13 @@ class HtaEnv:
         return self.path / "bin" / "python"
 
 
+
+def default_cache_root() -> Path:
+    """Where HTA environments are cached: $XDG_CACHE_HOME (or ~/.cache)/tracegraph/hta."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "tracegraph" / "hta"
+
+
 def parse_spec(spec: str) -> HtaSpec:
     """`NAME==VERSION` for a known HTA distribution; anything else is an HtaEnvError."""
     match = _SPEC.match(spec)

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from ..archive import run_archive
 from ..store import GraphStore
 from .errors import EdgeSetError
 from .native_build import RankBuild, build_rank
@@ -90,13 +91,16 @@ def build_native_edge_set(
     with GraphStore(Path(db), read_only=True) as store:
         run, run_idx, files, counts = run_ranks(store, run)
         members = collective_instances(store, run) if options.cross_rank else {}
-        pids = pid_ranks(store, run_idx) if len(set(files.values())) < len(files) else {}
+        folder = run_archive(Path(db), store, run_idx)
+        pids = {}
+        if folder is None and len(set(files.values())) < len(files):
+            pids = pid_ranks(store, run_idx)
     if not files:
         raise EdgeSetError(f"{db}: run '{run}' has no ranks")
     builds: list[RankBuild] = []
     stage = f"building {options.edge_set_name} edges"
     report(stage, 0, len(files))
-    for source in rank_sources(Path(db), files, counts, pids):
+    for source in rank_sources(Path(db), files, counts, pids, folder):
         builds.append(build_rank(source, options, window, all_steps))
         report(stage, len(builds), len(files))
     built = time.perf_counter()

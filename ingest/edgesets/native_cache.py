@@ -16,6 +16,7 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -50,16 +51,17 @@ def load_sources(db: Path, trace_file: Path) -> list[FrameSource] | None:
             return None
         table = pq.read_table(path)
         meta = json.loads(table.schema.metadata[b"tracegraph"])
-    except (OSError, ValueError, KeyError, pa.ArrowException):
+    except (OSError, ValueError, KeyError, TypeError, pa.ArrowException):
         return None
-    if meta.get("ident") != ident:
+    if meta.get("ident") != ident or "_rank" not in table.column_names or not table.num_rows:
         return None
     table = table.replace_schema_metadata(None)
-    out = []
-    for entry in meta["ranks"]:
-        rows = table.slice(entry["offset"], entry["rows"]).drop_columns(["_rank"])
-        out.append(FrameSource(entry["rank"], rows))
-    return out
+    ranks = table["_rank"].to_numpy()
+    bounds = [0, *(np.flatnonzero(ranks[1:] != ranks[:-1]) + 1).tolist(), len(ranks)]
+    return [
+        FrameSource(int(ranks[a]), table.slice(a, b - a).drop_columns(["_rank"]))
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
 
 
 def store_sources(db: Path, trace_file: Path, sources: list[FrameSource]) -> None:
@@ -77,8 +79,6 @@ class SourcesWriter:
 
     def __init__(self, db: Path, trace_file: Path) -> None:
         self.writer: pq.ParquetWriter | None = None
-        self.ranks: list[dict[str, int]] = []
-        self.rows = 0
         try:
             self.digest, self.ident = _key(trace_file)
             self.folder = cache_dir(db)
@@ -94,20 +94,18 @@ class SourcesWriter:
         try:
             if self.writer is None:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                self.writer = pq.ParquetWriter(self.tmp, rows.schema, compression="zstd")
+                meta = {"tracegraph": json.dumps({"ident": self.ident})}
+                schema = rows.schema.with_metadata(meta)
+                self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
             self.writer.write_table(rows.cast(self.writer.schema))
         except (OSError, ValueError, pa.ArrowException):
             self.abandon()
             return
-        self.ranks.append({"rank": source.rank, "offset": self.rows, "rows": n})
-        self.rows += n
 
     def finish(self) -> None:
         if self.tmp is None or self.writer is None:
             return
         try:
-            meta = json.dumps({"ident": self.ident, "ranks": self.ranks})
-            self.writer.add_key_value_metadata({"tracegraph": meta})
             self.writer.close()
             os.replace(self.tmp, self.folder / f"{self.digest}.parquet")
         except (OSError, pa.ArrowException):

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..errors import TracegraphError
 from .native_edges import (
     KERNEL_KERNEL_DELAY,
     KERNEL_LAUNCH_DELAY,
@@ -34,7 +35,7 @@ from .native_frame import Frame
 CROSS_TIMELINE = (KERNEL_LAUNCH_DELAY, KERNEL_KERNEL_DELAY, SYNC_DEPENDENCY)
 
 
-class InvariantError(Exception):
+class InvariantError(TracegraphError):
     """A graph tracegraph built breaks an invariant (a bug: the message names the edge)."""
 
 

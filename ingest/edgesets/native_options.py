@@ -27,6 +27,8 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 
+from ..errors import TracegraphError
+
 KERNEL_GAP_CUTOFF_061_NS = 1_500_000
 VERSIONS = ("hta-0.5.0", "traceinsight-0.6.1")
 _ALIASES = {
@@ -39,7 +41,7 @@ _ALIASES = {
 }
 
 
-class OptionsError(ValueError):
+class OptionsError(TracegraphError, ValueError):
     """Options that cannot be used together, or an unknown version."""
 
 

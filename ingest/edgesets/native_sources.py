@@ -1,4 +1,5 @@
-"""Each rank's frame source for the native builder: from the cache, else its re-read file.
+"""Each rank's frame source for the native builder: from the run's archive (written at ingest),
+else, for a run ingested before archives existed, from the cache or its re-read file.
 
 A rank file is re-read with `parse_file` as at ingest (a merged file once for all its ranks, with
 the ingest's pid → rank map if its pids name no rank); a rank whose event count differs from the
@@ -13,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import schema
+from ..archive import read_rank
 from ..parse import ParseOptions, RankTrace, parse_file
 from ..store import GraphStore
 from .errors import EdgeSetError
@@ -23,9 +25,22 @@ REREAD_LIMIT = 1 << 62
 
 
 def rank_sources(
-    db: Path, files: dict[int, str], counts: dict[int, int], pid_ranks: dict[int, int]
+    db: Path,
+    files: dict[int, str],
+    counts: dict[int, int],
+    pid_ranks: dict[int, int],
+    archive: Path | None = None,
 ) -> list[FrameSource]:
-    """Each rank's frame source: from the cache, else re-read from its file (and cached)."""
+    """Each rank's frame source: from the run's archive, else (a run ingested before archives
+    existed) from the cache, else re-read from its file (and cached)."""
+    if archive is not None:
+        archived = {rank: read_rank(archive, rank) for rank in sorted(files)}
+        missing = [rank for rank, rows in archived.items() if rows is None]
+        if missing:
+            raise EdgeSetError(
+                f"{archive}: the run's archive lacks rank(s) {missing[:5]}; re-ingest the run"
+            )
+        return [FrameSource(rank, rows) for rank, rows in archived.items() if rows is not None]
     by_file: dict[str, list[int]] = {}
     for rank, file in sorted(files.items()):
         by_file.setdefault(file, []).append(rank)

@@ -1,4 +1,6 @@
-"""The native builder re-reads a trace as the ingest read it (when its column cache is gone)."""
+"""The native builder's sources: the run's archive, so that the traces may move or go after
+the ingest; for a run without one (ingested before archives existed), the trace re-read as the
+ingest read it."""
 
 from __future__ import annotations
 
@@ -21,8 +23,52 @@ def test_a_file_ingested_with_rank_over_a_bad_distributed_info_rebuilds(
     db = tmp_path / "run.kuzu"
     assert main(["ingest", str(path), "--db", str(db)]) == 2  # the file's rank is unusable
     assert main(["ingest", str(path), "--db", str(db), "--rank", "5"]) == 0
-    shutil.rmtree(db.with_name(db.name + ".native-cache"))  # the builder must re-read the file
+    shutil.rmtree(db.with_name(db.name + ".archive"))  # as before archives: re-read the file
     capsys.readouterr()
     assert main(["edges", str(db), "--native"]) == 0
     out = capsys.readouterr().out
     assert "rank 5: critical path" in out
+
+
+def test_no_command_after_ingest_needs_the_traces(tmp_path: Path, capsys) -> None:
+    config = SyntheticConfig(ranks=3, steps=2, layers=2, late_rank=1, late_us=2_000)
+    traces = tmp_path / "traces"
+    write_per_rank(config, traces)
+    db = tmp_path / "run.kuzu"
+    assert main(["ingest", str(traces), "--db", str(db)]) == 0
+    traces.rename(tmp_path / "moved")  # the traces are gone from where they were ingested
+    commands = [
+        ["edges", str(db), "--native", "--all-steps"],
+        ["edges", str(db), "--native", "--emulate", "traceinsight-0.6.1"],
+        ["diff", str(db), "native", "native:traceinsight-0.6.1"],
+        ["whatif", str(db), "native", "--scale", "kernel=0.5"],
+        ["info", str(db)],
+        ["query", str(db), "--canned", "step-times", "--param", "run=traces"],
+    ]
+    for argv in commands:
+        capsys.readouterr()
+        assert main(argv) == 0, (argv, capsys.readouterr().err)
+    assert "straggler rank 1" in _edges_output(db, capsys)
+
+
+def _edges_output(db: Path, capsys) -> str:
+    capsys.readouterr()
+    assert main(["edges", str(db), "--native", "--all-steps"]) == 0
+    return capsys.readouterr().out
+
+
+def test_an_ingest_removes_archives_no_run_owns(tmp_path: Path) -> None:
+    (path,) = write_per_rank(CONFIG, tmp_path / "traces")
+    db = tmp_path / "run.kuzu"
+    root = db.with_name(db.name + ".archive")
+    assert main(["ingest", str(path), "--db", str(db), "--run", "a"]) == 0
+    (kept,) = root.iterdir()
+    for orphan in (".partial-1-999", "run-1-0123456789ab"):  # a killed ingest's, a failed one's
+        (root / orphan).mkdir()
+        (root / orphan / "rank-0.parquet").write_bytes(b"x")
+    assert main(["ingest", str(path), "--db", str(db), "--run", "b"]) == 0
+    names = sorted(p.name for p in root.iterdir())
+    assert kept.name in names and len(names) == 2
+    assert not any(n.startswith(".partial") or n == "run-1-0123456789ab" for n in names)
+    assert main(["ingest", str(path), "--db", str(db), "--run", "b"]) == 2  # refused: no trace
+    assert sorted(p.name for p in root.iterdir()) == names  # of the failure is left

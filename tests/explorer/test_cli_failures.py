@@ -13,8 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from tracegraph import graph as api_graph
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
-from tracegraph.explorer import cli
 from tracegraph.explorer.cli import _exit_code_for, main
 from tracegraph.ingest.edgesets.hta import EdgeSetResult, RankStatus
 from tracegraph.ingest.edgesets.hta_env import _read_marker, parse_spec
@@ -308,7 +308,7 @@ def test_hta_edges_exit_code_follows_the_ranks(
     code: int,
 ) -> None:
     """The CLI's side of `edges --hta` (the build itself, which needs HTA, is stubbed)."""
-    monkeypatch.setattr(cli, "build_hta_edge_set", lambda *a, **k: _hta_result(*statuses))
+    monkeypatch.setattr(api_graph, "build_hta_edge_set", lambda *a, **k: _hta_result(*statuses))
     got, out, err = _run(capsys, "edges", db_copy, "--hta", "HolisticTraceAnalysis==0.5.0")
     assert got == code
     assert "edge set 'hta-0.5.0' of run 'syn'" in out  # what was recorded, either way

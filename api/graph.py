@@ -1,0 +1,206 @@
+"""`Graph`: one tracegraph database and the verbs a user runs on it, each returning Arrow tables
+or typed results (never printed text). The CLI and notebooks call these; they hold no state
+beyond the database's path, so each call sees what the last write left.
+
+Writes (`ingest`, `edges`) are atomic: a failure leaves the database as it was. Reads open the
+database read-only for the call, so several processes may read while none writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+
+import pyarrow as pa
+
+from .ingest.edgesets.hta import EdgeSetResult as HtaEdgeSetResult
+from .ingest.edgesets.hta import build_hta_edge_set
+from .ingest.edgesets.hta_env import default_cache_root
+from .ingest.edgesets.native import NativeEdgeSetResult, build_native_edge_set
+from .ingest.edgesets.native_options import NativeOptions, emulate
+from .ingest.edgesets.native_window import Window
+from .ingest.errors import TracegraphError
+from .ingest.parse import ParseOptions
+from .ingest.pipeline import IngestOptions, IngestResult
+from .ingest.pipeline import ingest as ingest_files
+from .ingest.store import DEFAULT_TIMEOUT_MS, GraphStore
+from .queries.catalog import canned_query, coerce_params
+from .queries.crossrank import StepVerdict, step_verdicts
+from .queries.diff import EdgeSetDiff, diff_edge_sets
+from .queries.guard import check_read_only
+from .queries.runs import list_runs
+from .queries.summary import DatabaseInfo, database_info
+from .queries.usable import file_problem, store_problem
+
+Progress = Callable[[str, int, int], None]
+NATIVE = "native"
+
+
+class Graph:
+    """The database at `path`: `tracegraph.open(path)`."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"tracegraph.open({str(self.path)!r})"
+
+    # ---- writes ------------------------------------------------------------------------
+    def ingest(
+        self,
+        *paths: str | Path,
+        run: str | None = None,
+        rank: int | None = None,
+        rank_of_pid: Mapping[int, int] | None = None,
+        recursive: bool = False,
+        max_json_bytes: int | None = None,
+        max_gzip_ratio: float | None = None,
+        progress: Progress | None = None,
+    ) -> IngestResult:
+        """Ingest trace files or folders (per rank, or merged) as one run; all or nothing.
+
+        `rank` names the rank of a single-rank file that does not say it; `rank_of_pid` the
+        ranks of a merged file's pids that name none; `max_json_bytes` and `max_gzip_ratio`
+        raise the limits on what a file may hold (see `ParseOptions`)."""
+        if not paths:
+            raise TracegraphError("ingest: name at least one trace file or folder")
+        parse = ParseOptions(
+            rank=rank,
+            rank_of_pid=dict(rank_of_pid or {}),
+            max_json_bytes=max_json_bytes,
+            max_gzip_ratio=max_gzip_ratio,
+        )
+        options = IngestOptions(run=run, parse=parse, recursive=recursive)
+        return ingest_files([Path(p) for p in paths], self.path, options, progress)
+
+    def edges(
+        self,
+        producer: str = NATIVE,
+        *,
+        run: str | None = None,
+        emulate_version: str | None = None,
+        native_options: NativeOptions | None = None,
+        annotation: str | None = None,
+        instance: int | None = None,
+        all_steps: bool = False,
+        allow_empty: bool = False,
+        cache_root: str | Path | None = None,
+        progress: Progress | None = None,
+    ) -> NativeEdgeSetResult | HtaEdgeSetResult:
+        """Build (or rebuild) a run's dependency edge set and its critical paths.
+
+        `producer` is "native" (tracegraph's own graph, or with `emulate_version` HTA's rules of
+        that version, e.g. "traceinsight-0.6.1", or any `native_options`) or an HTA release
+        ("hta-0.5.0", "traceinsight-0.6.1"), run in its own cached environment. The window is
+        the whole trace, an `annotation` (its `instance`, default the first) or, native only,
+        `all_steps`."""
+        if producer == NATIVE:
+            options = native_options or (
+                emulate(emulate_version) if emulate_version else NativeOptions()
+            )
+            window = Window(annotation, instance or 0) if annotation else Window()
+            return build_native_edge_set(
+                self.path,
+                run=run,
+                options=options,
+                window=window,
+                all_steps=all_steps,
+                progress=progress,
+                allow_empty=allow_empty,
+            )
+        if emulate_version or native_options or all_steps:
+            raise TracegraphError(
+                f"{producer}: emulate_version, native_options and all_steps go with 'native'"
+            )
+        return build_hta_edge_set(
+            self.path,
+            producer,
+            run=run,
+            annotation=annotation or "",
+            instance=instance,
+            cache_root=Path(cache_root) if cache_root else default_cache_root(),
+            progress=progress,
+            allow_empty=allow_empty,
+        )
+
+    # ---- reads -------------------------------------------------------------------------
+    @contextmanager
+    def reading(self, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Iterator[GraphStore]:
+        """The database open read-only; a path that holds no tracegraph database is a
+        one-line TracegraphError."""
+        problem = file_problem(self.path)
+        if problem is not None:
+            raise TracegraphError(problem)
+        store = GraphStore(self.path, read_only=True, timeout_ms=timeout_ms)
+        try:
+            problem, _ = store_problem(self.path, store)
+            if problem is not None:
+                raise TracegraphError(problem)
+            yield store
+        finally:
+            store.close()
+
+    def runs(self) -> pa.Table:
+        """One row per run, in ingest order: name, world_size, ranks, events."""
+        with self.reading() as store:
+            refs = list_runs(store)
+        return pa.table(
+            {
+                "name": pa.array([r.name for r in refs], pa.string()),
+                "world_size": pa.array([r.world_size for r in refs], pa.int64()),
+                "ranks": pa.array([list(r.ranks) for r in refs], pa.list_(pa.int64())),
+                "events": pa.array([r.events for r in refs], pa.int64()),
+            }
+        )
+
+    def info(self) -> DatabaseInfo:
+        """Every run with its ranks, counts and sources, and every edge set."""
+        with self.reading() as store:
+            return database_info(store)
+
+    def edge_sets(self) -> pa.Table:
+        """One row per edge set and run: run, name, producer, version, window."""
+        return self.info().edge_sets
+
+    def query(
+        self,
+        cypher: str,
+        /,
+        *,
+        allow_files: bool = False,
+        timeout_s: float = DEFAULT_TIMEOUT_MS / 1000,
+        **params: object,
+    ) -> pa.Table:
+        """A read-only Cypher query with `$name` parameters as keywords; statements that write,
+        load files (unless `allow_files`) or manage the database are refused before they run."""
+        check_read_only(cypher, allow_files=allow_files)
+        with self.reading(timeout_ms=int(timeout_s * 1000)) as store:
+            return store.run(cypher, params).table
+
+    def canned(self, name: str, /, **params: object) -> pa.Table:
+        """A canned query by name (`tracegraph queries` lists them), its parameters typed by
+        its header."""
+        query = canned_query(name)
+        with self.reading() as store:
+            return store.run(query.cypher, coerce_params(query, params)).table
+
+    def diff(
+        self,
+        a: str,
+        b: str,
+        *,
+        run: str | None = None,
+        edge_type: str | None = None,
+        rank: int | None = None,
+    ) -> EdgeSetDiff:
+        """Edge sets `a` and `b` of one run compared: counts by rank and type, path lengths, and
+        each differing edge with why it differs."""
+        with self.reading() as store:
+            return diff_edge_sets(store, a, b, run=run, edge_type=edge_type, rank=rank)
+
+    def stragglers(self, run: str, edge_set: str = NATIVE) -> list[StepVerdict]:
+        """Per step of `run`, what bounds it across ranks (from the edge set's cross-rank
+        paths): the rank that arrived last at the collectives, how long the others waited."""
+        with self.reading() as store:
+            return step_verdicts(store, run, edge_set)

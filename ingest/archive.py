@@ -1,0 +1,88 @@
+"""A run's archive: what the edge-set builders read of each rank, kept as Parquet beside the
+database, so that no command after `ingest` needs the trace files (they may move or go).
+
+`DB.archive/run-<run_idx>-<key>/rank-<r>.parquet` holds one rank's source rows (the event
+columns the native builder reads, `native_frame.FrameSource`). The ingest writes them a rank at
+a time into a partial folder, renamed into place just before the database itself is swapped in;
+a folder that no run of the database owns (an ingest that failed or was killed) is removed by
+the next ingest. `<key>` is derived from the run's ingest time, so a folder left by an older
+database of the same name is never taken for a newer run's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .store import GraphStore
+
+
+def archive_root(db: Path) -> Path:
+    """`DB.archive` beside the database file (the file a symbolic link names, if it is one)."""
+    target = Path(os.path.realpath(db))
+    return target.with_name(target.name + ".archive")
+
+
+def run_folder(db: Path, run_idx: int, ingested_at: str) -> Path:
+    key = hashlib.sha256(ingested_at.encode()).hexdigest()[:12]
+    return archive_root(db) / f"run-{run_idx}-{key}"
+
+
+class ArchiveWriter:
+    """One run's archive, written a rank at a time; `finish` puts it in place."""
+
+    def __init__(self, db: Path, run_idx: int) -> None:
+        self.db, self.run_idx = Path(db), run_idx
+        self.partial = archive_root(db) / f".partial-{run_idx}-{os.getpid()}"
+        shutil.rmtree(self.partial, ignore_errors=True)
+        self.partial.mkdir(parents=True)
+
+    def add(self, rank: int, rows: pa.Table) -> None:
+        pq.write_table(rows, self.partial / f"rank-{rank}.parquet", compression="zstd")
+
+    def finish(self, ingested_at: str) -> None:
+        os.replace(self.partial, run_folder(self.db, self.run_idx, ingested_at))
+
+    def abandon(self, ingested_at: str | None) -> None:
+        shutil.rmtree(self.partial, ignore_errors=True)
+        if ingested_at is not None:
+            shutil.rmtree(run_folder(self.db, self.run_idx, ingested_at), ignore_errors=True)
+
+
+def sweep(db: Path, store: GraphStore) -> None:
+    """Remove archive folders that no run of the open database owns (the caller holds the
+    database's write lock, so no other ingest is writing one)."""
+    root = archive_root(db)
+    if not root.is_dir():
+        return
+    owned = {run_folder(db, idx, at).name for idx, at in _runs(store)}
+    for folder in root.iterdir():
+        if folder.name not in owned:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def run_archive(db: Path, store: GraphStore, run_idx: int) -> Path | None:
+    """The run's archive folder, or None when it has none (ingested before archives existed,
+    or removed by hand)."""
+    at = dict(_runs(store)).get(run_idx)
+    folder = run_folder(db, run_idx, at) if at is not None else None
+    return folder if folder is not None and folder.is_dir() else None
+
+
+def read_rank(folder: Path, rank: int) -> pa.Table | None:
+    """A rank's archived rows (None: not there or unreadable)."""
+    try:
+        return pq.read_table(folder / f"rank-{rank}.parquet")
+    except (OSError, pa.ArrowException):
+        return None
+
+
+def _runs(store: GraphStore) -> list[tuple[int, str]]:
+    table = store.run("MATCH (r:Run) RETURN r.run_idx AS idx, r.ingested_at AS at").table
+    pairs = zip(table["idx"].to_pylist(), table["at"].to_pylist(), strict=True)
+    return [(int(i), str(a)) for i, a in pairs]

@@ -1,0 +1,74 @@
+"""The Python front door (`import tracegraph`): the notebook example end to end, its answers
+checked against the raw JSON, and its refusals as one-line `TracegraphError`s."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+import tracegraph
+from tracegraph.examples import notebook
+
+
+def _kernel_totals(folder: Path) -> dict[str, int]:
+    """Kernel time by name over every rank file, read with plain json (µs → ns)."""
+    totals: dict[str, int] = defaultdict(int)
+    for path in sorted(folder.glob("*.json")):
+        for event in json.loads(path.read_text())["traceEvents"]:
+            if event.get("ph") == "X" and event.get("cat") in ("kernel", "gpu_memcpy",
+                                                               "gpu_memset"):  # fmt: skip
+                totals[event["name"]] += round(float(event["dur"]) * 1000)
+    return totals
+
+
+def test_the_notebook_example_runs_and_its_answers_hold(tmp_path: Path) -> None:
+    shown = notebook.main(tmp_path)
+    assert shown["ranks"] == [0, 1, 2, 3]
+    assert shown["edge_sets"] == ("native", "native:traceinsight-0.6.1")
+    # rank 2 starts every step late: it is the straggler of each step
+    stragglers = shown["stragglers"]
+    assert len(stragglers) == 3 and all(rank == 2 for _, rank in stragglers)
+    # the top kernels by total time, as the raw JSON gives them
+    expected = sorted(_kernel_totals(tmp_path / "traces").items(), key=lambda kv: -kv[1])[:5]
+    top = shown["top_kernels"]
+    got = list(zip(top["kernel"].to_pylist(), map(int, top["total_ns"].to_pylist()), strict=True))
+    assert got == expected
+
+
+def test_reads_of_a_missing_database_are_one_line_errors(tmp_path: Path) -> None:
+    g = tracegraph.open(tmp_path / "none.kuzu")
+    for read in (g.runs, g.info, g.edge_sets, lambda: g.query("MATCH (n:Op) RETURN n.id")):
+        with pytest.raises(tracegraph.TracegraphError) as caught:
+            read()
+        message = str(caught.value)
+        assert "\n" not in message and str(tmp_path / "none.kuzu") in message
+
+
+def test_queries_are_read_only_and_bind_their_parameters(tmp_path: Path) -> None:
+    g = tracegraph.open(tmp_path / "job.kuzu")
+    traces = tmp_path / "traces"
+    notebook.write_per_rank(notebook.SyntheticConfig(ranks=2, steps=1, layers=1), traces)
+    g.ingest(traces, run="a'b")
+    with pytest.raises(tracegraph.TracegraphError, match="read-only|refused|not allowed"):
+        g.query("MATCH (n:Op) DELETE n")
+    with pytest.raises(tracegraph.TracegraphError):
+        g.query("LOAD FROM '/etc/passwd' RETURN *")
+    runs = g.query("MATCH (r:Run) WHERE r.name = $name RETURN r.name AS name", name="a'b")
+    assert runs["name"].to_pylist() == ["a'b"]
+    assert g.runs()["name"].to_pylist() == ["a'b"]
+    kernels = g.canned("top-kernels", run="a'b", rank="1")  # typed by the query's header
+    assert kernels.num_rows > 0
+    with pytest.raises(tracegraph.TracegraphError, match="trace file or folder"):
+        g.ingest()
+
+
+def test_importing_a_layer_does_not_load_the_front_door() -> None:
+    code = "import sys, tracegraph.ingest.parse; print('tracegraph.graph' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+    assert tracegraph.__version__ != "0+unknown"
