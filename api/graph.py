@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .ingest.edgesets.hta import EdgeSetResult as HtaEdgeSetResult
-from .ingest.edgesets.hta import build_hta_edge_set
-from .ingest.edgesets.hta_env import default_cache_root
-from .ingest.edgesets.native import NativeEdgeSetResult, build_native_edge_set
-from .ingest.edgesets.native_options import NativeOptions, emulate
-from .ingest.edgesets.native_window import Window
+from .ingest.edgesets.hta.edge_set import EdgeSetResult as HtaEdgeSetResult
+from .ingest.edgesets.hta.edge_set import build_hta_edge_set
+from .ingest.edgesets.hta.env import default_cache_root
+from .ingest.edgesets.native.edge_set import NativeEdgeSetResult, build_native_edge_set
+from .ingest.edgesets.native.options import NativeOptions, emulate
+from .ingest.edgesets.native.window import Window
 from .ingest.errors import TracegraphError
 from .ingest.parse import ParseOptions
 from .ingest.pipeline import IngestOptions, IngestResult

@@ -64,10 +64,10 @@ class Contender:
 def hta_env_python(spec: str, cache_root: Path) -> Path:
     """The python of the cached HTA env for `spec` (built on first use, which takes minutes).
 
-    The only code here that knows the API of `tracegraph.ingest.edgesets.hta_env`; raises
+    The only code here that knows the API of `tracegraph.ingest.edgesets.hta.env`; raises
     ImportError where that module does not exist.
     """
-    from tracegraph.ingest.edgesets import hta_env
+    from tracegraph.ingest.edgesets.hta import env as hta_env
 
     def progress(stage: str, done: int, total: int) -> None:
         note(f"hta env {spec}: {stage} {done}/{total}")

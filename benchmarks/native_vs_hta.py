@@ -59,11 +59,11 @@ print(json.dumps({"version": name, "load_s": t1 - t0, "cpa_s": t2 - t1, "work_s"
 NATIVE_CHILD = """
 import time, json, sys
 from pathlib import Path
-from tracegraph.ingest.edgesets.native_build import build_rank
-from tracegraph.ingest.edgesets.native_cache import load_sources, store_sources
-from tracegraph.ingest.edgesets.native_frame import frame_source
-from tracegraph.ingest.edgesets.native_options import NativeOptions, emulate
-from tracegraph.ingest.edgesets.native_window import Window
+from tracegraph.ingest.edgesets.native.rank_build import build_rank
+from tracegraph.ingest.edgesets.native.cache import load_sources, store_sources
+from tracegraph.ingest.edgesets.native.frame import frame_source
+from tracegraph.ingest.edgesets.native.options import NativeOptions, emulate
+from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.parse import parse_file
 mode, version, rank, path, annotation = sys.argv[1:6]
 instance = None if sys.argv[6] == "none" else int(sys.argv[6])
@@ -87,8 +87,8 @@ print(json.dumps({"read_s": t1 - t0, "build_s": t2 - t1, "work_s": t2 - t0, "cpu
 ALL_STEPS_CHILD = """
 import time, json, sys
 from pathlib import Path
-from tracegraph.ingest.edgesets.native import build_native_edge_set
-from tracegraph.ingest.edgesets.native_options import NativeOptions
+from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
+from tracegraph.ingest.edgesets.native.options import NativeOptions
 t0, c0 = time.perf_counter(), time.process_time()
 result = build_native_edge_set(Path(sys.argv[1]), options=NativeOptions(), all_steps=True)
 t1, c1 = time.perf_counter(), time.process_time()
@@ -101,7 +101,7 @@ print(json.dumps({"work_s": t1 - t0, "cpu_s": c1 - c0, "build_s": result.seconds
 
 
 def hta_pythons(specs: list[str], cache: Path) -> list[Path]:
-    from tracegraph.ingest.edgesets import hta_env
+    from tracegraph.ingest.edgesets.hta import env as hta_env
 
     return [
         hta_env.ensure_env(s, cache, lambda *a: note(" ".join(map(str, a)))).python for s in specs

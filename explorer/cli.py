@@ -21,11 +21,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import tracegraph
-from tracegraph.ingest.edgesets.hta import EdgeSetResult as HtaEdgeSetResult
-from tracegraph.ingest.edgesets.hta import RankStatus
-from tracegraph.ingest.edgesets.native import NativeEdgeSetResult
-from tracegraph.ingest.edgesets.native_options import NativeOptions, OptionsError, emulate
-from tracegraph.ingest.edgesets.native_report import RankSummary, path_summary
+from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult as HtaEdgeSetResult
+from tracegraph.ingest.edgesets.hta.edge_set import RankStatus
+from tracegraph.ingest.edgesets.native.edge_set import NativeEdgeSetResult
+from tracegraph.ingest.edgesets.native.options import NativeOptions, OptionsError, emulate
+from tracegraph.ingest.edgesets.native.report import RankSummary, path_summary
 from tracegraph.ingest.errors import TraceFormatError, TracegraphError
 from tracegraph.ingest.pipeline import IngestResult
 from tracegraph.ingest.schema import MAX_RANK

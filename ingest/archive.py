@@ -2,7 +2,7 @@
 database, so that no command after `ingest` needs the trace files (they may move or go).
 
 `DB.archive/run-<run_idx>-<key>/rank-<r>.parquet` holds one rank's source rows (the event
-columns the native builder reads, `native_frame.FrameSource`). The ingest writes them a rank at
+columns the native builder reads, `frame.FrameSource`). The ingest writes them a rank at
 a time into a partial folder, renamed into place just before the database itself is swapped in;
 a folder that no run of the database owns (an ingest that failed or was killed) is removed by
 the next ingest. `<key>` is derived from the run's ingest time, so a folder left by an older

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import archive, collectives, link, nodes, schema, syncs
-from .edgesets.native_frame import frame_source
+from .edgesets.native.frame import frame_source
 from .errors import IngestError, TraceFormatError
 from .parse import DROP_REASONS, ParseOptions, RankTrace, read_trace_bytes
 from .read import rank_traces, sweep_spills

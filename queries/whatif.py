@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest.critical_path import longest_path
-from tracegraph.ingest.edgesets.native_edges import TYPE_NAMES
+from tracegraph.ingest.edgesets.native.edges import TYPE_NAMES
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore
 

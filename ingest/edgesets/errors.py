@@ -24,4 +24,3 @@ class EmptyEdgeSetError(EdgeSetError):
 
     def __reduce__(self) -> tuple[object, ...]:
         return (type(self), (str(self), self.rank_lines))
-

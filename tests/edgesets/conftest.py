@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tracegraph.ingest.edgesets.errors import HtaEnvError
-from tracegraph.ingest.edgesets.hta import EdgeSetResult, build_hta_edge_set
-from tracegraph.ingest.edgesets.hta_env import HtaEnv, ensure_env
+from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult, build_hta_edge_set
+from tracegraph.ingest.edgesets.hta.env import HtaEnv, ensure_env
 from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from tracegraph.ingest.edgesets.errors import EdgeSetError
-from tracegraph.ingest.edgesets.hta import build_hta_edge_set
+from tracegraph.ingest.edgesets.hta.edge_set import build_hta_edge_set
 from tracegraph.ingest.store import GraphStore
 
 from .conftest import ALEXNET, CASES, MERGED, SPECS, EdgeDb, cache_root, needs_traces

@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from tracegraph.ingest.edgesets.errors import HtaEnvError
-from tracegraph.ingest.edgesets.hta_env import MARKER, HtaEnv, _read_marker, ensure_env, parse_spec
-from tracegraph.ingest.edgesets.hta_inputs import RankInput, RunNodes
-from tracegraph.ingest.edgesets.hta_load import _labels, _original_ev_idx
-from tracegraph.ingest.edgesets.hta_worker import _to_ns
+from tracegraph.ingest.edgesets.hta.env import MARKER, HtaEnv, _read_marker, ensure_env, parse_spec
+from tracegraph.ingest.edgesets.hta.inputs import RankInput, RunNodes
+from tracegraph.ingest.edgesets.hta.load import _labels, _original_ev_idx
+from tracegraph.ingest.edgesets.hta.worker import _to_ns
 
 from .conftest import SPECS, cache_root
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tracegraph.ingest.edgesets.hta import WORK_PREFIX, _remove_stale_work_dirs
-from tracegraph.ingest.edgesets.hta_env import _read_marker, parse_spec
+from tracegraph.ingest.edgesets.hta.edge_set import WORK_PREFIX, _remove_stale_work_dirs
+from tracegraph.ingest.edgesets.hta.env import _read_marker, parse_spec
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 from ..conftest import TRACES

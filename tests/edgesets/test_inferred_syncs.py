@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
-from tracegraph.ingest.edgesets.native import build_native_edge_set
+from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.ingest.store import GraphStore
 

@@ -24,14 +24,14 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tracegraph.ingest.edgesets import hta_worker
-from tracegraph.ingest.edgesets.hta_env import HtaEnv
-from tracegraph.ingest.edgesets.native import build_native_edge_set
-from tracegraph.ingest.edgesets.native_build import WindowResult, build_rank
-from tracegraph.ingest.edgesets.native_edges import TYPE_NAMES
-from tracegraph.ingest.edgesets.native_frame import FrameSource, frame_source
-from tracegraph.ingest.edgesets.native_options import emulate
-from tracegraph.ingest.edgesets.native_window import Window
+from tracegraph.ingest.edgesets.hta import worker as hta_worker
+from tracegraph.ingest.edgesets.hta.env import HtaEnv
+from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
+from tracegraph.ingest.edgesets.native.edges import TYPE_NAMES
+from tracegraph.ingest.edgesets.native.frame import FrameSource, frame_source
+from tracegraph.ingest.edgesets.native.options import emulate
+from tracegraph.ingest.edgesets.native.rank_build import WindowResult, build_rank
+from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.parse import ParseOptions, parse_file
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
@@ -354,7 +354,7 @@ def test_loaded_edge_set_equals_hta(version: str, native_db: Path, oracle: dict)
 @pytest.mark.parametrize("version", VERSIONS)
 def test_diff_against_htas_own_edge_set_shows_nothing(version: str, native_db: Path) -> None:
     """`tracegraph diff DB native:<version> <version>`: no edge, flag or length differs."""
-    from tracegraph.ingest.edgesets.hta import build_hta_edge_set
+    from tracegraph.ingest.edgesets.hta.edge_set import build_hta_edge_set
     from tracegraph.queries.diff import diff_edge_sets
 
     from .conftest import SPECS, cache_root

@@ -8,17 +8,17 @@ import numpy as np
 import pytest
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
-from tracegraph.ingest.edgesets.native import build_native_edge_set
-from tracegraph.ingest.edgesets.native_build import RankBuild, build_rank
-from tracegraph.ingest.edgesets.native_edges import KERNEL_LAUNCH_DELAY, SYNC_DEPENDENCY
-from tracegraph.ingest.edgesets.native_options import (
+from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
+from tracegraph.ingest.edgesets.native.edges import KERNEL_LAUNCH_DELAY, SYNC_DEPENDENCY
+from tracegraph.ingest.edgesets.native.options import (
     NativeOptions,
     OptionsError,
     emulate,
     version_name,
 )
-from tracegraph.ingest.edgesets.native_syncs import SYNC_TYPES
-from tracegraph.ingest.edgesets.native_window import Window
+from tracegraph.ingest.edgesets.native.rank_build import RankBuild, build_rank
+from tracegraph.ingest.edgesets.native.syncs import SYNC_TYPES
+from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.parse import parse_file
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore

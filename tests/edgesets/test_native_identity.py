@@ -27,10 +27,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from tracegraph.ingest.edgesets.native import build_native_edge_set
-from tracegraph.ingest.edgesets.native_build import build_rank
-from tracegraph.ingest.edgesets.native_options import NativeOptions
-from tracegraph.ingest.edgesets.native_window import Window
+from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
+from tracegraph.ingest.edgesets.native.options import NativeOptions
+from tracegraph.ingest.edgesets.native.rank_build import build_rank
+from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.parse import ParseOptions, parse_file
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore

@@ -18,12 +18,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
-from tracegraph.ingest.edgesets.native_build import build_rank
-from tracegraph.ingest.edgesets.native_frame import FrameSource
-from tracegraph.ingest.edgesets.native_graph import WindowGraph
-from tracegraph.ingest.edgesets.native_options import NativeOptions, emulate
-from tracegraph.ingest.edgesets.native_report import edge_tables
-from tracegraph.ingest.edgesets.native_window import Window
+from tracegraph.ingest.edgesets.native.frame import FrameSource
+from tracegraph.ingest.edgesets.native.graph import WindowGraph
+from tracegraph.ingest.edgesets.native.options import NativeOptions, emulate
+from tracegraph.ingest.edgesets.native.rank_build import build_rank
+from tracegraph.ingest.edgesets.native.report import edge_tables
+from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.parse import parse_file
 
 from ..conftest import TRACES, trace_files, trace_id

@@ -11,7 +11,7 @@ import pytest
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.explorer.cli import main
-from tracegraph.ingest.edgesets.native import NativeEdgeSetResult, build_native_edge_set
+from tracegraph.ingest.edgesets.native.edge_set import NativeEdgeSetResult, build_native_edge_set
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 from ..conftest import TRACES

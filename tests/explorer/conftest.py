@@ -51,7 +51,7 @@ def edges_db(tui_dbs: Path) -> Iterator[Path]:
 def native_db(tui_dbs: Path) -> Iterator[Path]:
     db = dbs.native_db(tui_dbs)
     if db is None:
-        pytest.skip("no native edge-set builder (tracegraph.ingest.edgesets.native)")
+        pytest.skip("no native edge-set builder (tracegraph.ingest.edgesets.native.edge_set)")
     for _ in _store(db):
         yield db
 

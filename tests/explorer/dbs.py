@@ -56,8 +56,8 @@ def with_edges_db(base: Path) -> Path:
 def native_db(base: Path) -> Path | None:
     """The synthetic run with the native builder's emulation of HTA 0.5.0 (None without it)."""
     try:
-        from tracegraph.ingest.edgesets.native import build_native_edge_set
-        from tracegraph.ingest.edgesets.native_options import emulate
+        from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
+        from tracegraph.ingest.edgesets.native.options import emulate
     except ImportError:
         return None
     db = base / "native.kuzu"
@@ -170,7 +170,7 @@ LATE_RANK, LATE_US = 1, 30_000
 def late_rank_db(base: Path) -> Path:
     """A 3-rank synthetic job whose rank 1 sleeps 30 ms per step, with `native --all-steps`."""
     from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
-    from tracegraph.ingest.edgesets.native import build_native_edge_set
+    from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
 
     db = base / "late.kuzu"
     if not db.exists():

@@ -16,11 +16,11 @@ import pytest
 from tracegraph import graph as api_graph
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.explorer.cli import _exit_code_for, main
-from tracegraph.ingest.edgesets.hta import EdgeSetResult, RankStatus
-from tracegraph.ingest.edgesets.hta_env import _read_marker, parse_spec
-from tracegraph.ingest.edgesets.native import build_native_edge_set
-from tracegraph.ingest.edgesets.native_options import emulate
-from tracegraph.ingest.edgesets.native_window import Window
+from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult, RankStatus
+from tracegraph.ingest.edgesets.hta.env import _read_marker, parse_spec
+from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
+from tracegraph.ingest.edgesets.native.options import emulate
+from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 

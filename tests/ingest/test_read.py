@@ -34,8 +34,9 @@ def _assert_same(path: Path, options: ParseOptions = parse.DEFAULT_OPTIONS) -> l
     whole = parse.parse_file(path, options)
     spill_at = path.with_name(".spill")
     streamed = list(
-        read.rank_traces(path, ParseOptions(**{**vars(options), "stream_bytes": STREAM,
-                                               "spill_at": spill_at}))  # fmt: skip
+        read.rank_traces(
+            path, ParseOptions(**{**vars(options), "stream_bytes": STREAM, "spill_at": spill_at})
+        )  # fmt: skip
     )
     assert [_facts(t) for t in streamed] == [_facts(t) for t in whole]
     for a, b in zip(streamed, whole, strict=True):

@@ -80,7 +80,7 @@ def test_a_document_without_events_says_so() -> None:
         (b'{"traceEvents": []} x', "data after the end"),
         (b'{"traceEvents": []}}', "data after the end|unbalanced"),
         (b'{"traceEvents": [}]]}', "data after the end|unbalanced"),
-        (b'{1: 2}', "top-level key"),
+        (b"{1: 2}", "top-level key"),
     ],
 )
 def test_what_is_no_complete_document_is_refused(doc: bytes, problem: str) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tracegraph.ingest.edgesets.native import build_native_edge_set
-from tracegraph.ingest.edgesets.native_options import emulate
+from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
+from tracegraph.ingest.edgesets.native.options import emulate
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 

@@ -8,8 +8,8 @@ import pytest
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.explorer.cli import main
-from tracegraph.ingest.edgesets.native import build_native_edge_set
-from tracegraph.ingest.edgesets.native_options import emulate
+from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
+from tracegraph.ingest.edgesets.native.options import emulate
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 from tracegraph.queries.catalog import canned_queries, coerce_params

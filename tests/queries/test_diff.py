@@ -11,7 +11,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from tracegraph.ingest.edgesets.hta import build_hta_edge_set
+from tracegraph.ingest.edgesets.hta.edge_set import build_hta_edge_set
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 from tracegraph.queries.diff import KERNEL_GAP_CUTOFF_NS, chakra_view, diff_edge_sets

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
-from tracegraph.ingest.edgesets.native import build_native_edge_set
-from tracegraph.ingest.edgesets.native_options import NativeOptions, emulate
+from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
+from tracegraph.ingest.edgesets.native.options import NativeOptions, emulate
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 from tracegraph.queries.whatif import (

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .native_frame import FrameSource
+from .frame import FrameSource
 
 CACHE_FORMAT = 2
 

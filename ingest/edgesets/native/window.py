@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .native_frame import Frame
+from .frame import Frame
 
 STEP_ANNOTATION = "ProfilerStep"
 
@@ -77,7 +77,7 @@ def clip(frame: Frame, bounds: tuple[float, float], hta: bool = True) -> Frame:
 
     With tracegraph's rules (`hta` False) a GPU row no call launched is kept when it starts
     inside the window (HTA drops it), and the rows stay in the frame's order, which does not
-    depend on the file (`native_frame.canonical_order`).
+    depend on the file (`frame.canonical_order`).
     """
     start, end = bounds
     cpu = frame.stream == -1

@@ -29,9 +29,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .native_edges import DEPENDENCY, OPERATOR_KERNEL, Edges, make_edges, node_times
-from .native_frame import Frame
-from .native_stacks import euler_tour, sorted_events, stack_tree, thread_ids
+from .edges import DEPENDENCY, OPERATOR_KERNEL, Edges, make_edges, node_times
+from .frame import Frame
+from .stacks import euler_tour, sorted_events, stack_tree, thread_ids
 
 BLOCKING_CALLS = frozenset(
     {

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .errors import HtaEnvError
+from ..errors import HtaEnvError
 
 Progress = Callable[[str, int, int], None]
 
@@ -93,7 +93,6 @@ class HtaEnv:
     @property
     def python(self) -> Path:
         return self.path / "bin" / "python"
-
 
 
 def default_cache_root() -> Path:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import TracegraphError
-from .native_edges import (
+from ...errors import TracegraphError
+from .edges import (
     KERNEL_KERNEL_DELAY,
     KERNEL_LAUNCH_DELAY,
     SYNC_DEPENDENCY,
@@ -30,7 +30,7 @@ from .native_edges import (
     Edges,
     node_times,
 )
-from .native_frame import Frame
+from .frame import Frame
 
 CROSS_TIMELINE = (KERNEL_LAUNCH_DELAY, KERNEL_KERNEL_DELAY, SYNC_DEPENDENCY)
 

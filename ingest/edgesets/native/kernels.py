@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .native_edges import (
+from .edges import (
     KERNEL_KERNEL_DELAY,
     KERNEL_LAUNCH_DELAY,
     OPERATOR_KERNEL,
@@ -29,8 +29,8 @@ from .native_edges import (
     ordered,
     start_node,
 )
-from .native_frame import DEVICE_SYNC_NAMES, KIND_KERNEL, KIND_SYNC, Frame, NotEmulable
-from .native_lookups import Queues, quicksort
+from .frame import DEVICE_SYNC_NAMES, KIND_KERNEL, KIND_SYNC, Frame, NotEmulable
+from .lookups import Queues, quicksort
 
 
 class HtaFails(Exception):

@@ -10,11 +10,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .. import schema
-from ..store import GraphStore, write_transaction
-from . import records
-from .errors import EdgeSetError
-from .hta_inputs import RankInput, RunNodes
+from ... import schema
+from ...store import GraphStore, write_transaction
+from .. import records
+from ..errors import EdgeSetError
+from .inputs import RankInput, RunNodes
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..parse import RankTrace
-from .native_callstack import StackRules
-from .native_frame import Frame, FrameSource, NotEmulable, rank_frame
-from .native_graph import Rules, WindowGraph, build_window
-from .native_kernels import HtaFails, KernelLookups, KernelRules
-from .native_lookups import (
+from ...parse import RankTrace
+from .callstack import StackRules
+from .frame import Frame, FrameSource, NotEmulable, rank_frame
+from .graph import Rules, WindowGraph, build_window
+from .kernels import HtaFails, KernelLookups, KernelRules
+from .lookups import (
     LAUNCH_CALLS,
     LAUNCH_CALLS_061,
     hta_queues,
@@ -25,9 +25,9 @@ from .native_lookups import (
     next_launch_of_stream_waits,
     previous_launch_of_records,
 )
-from .native_options import NativeOptions
-from .native_syncs import InferredSyncs, infer_syncs
-from .native_window import STEP_ANNOTATION, Window, WindowError
+from .options import NativeOptions
+from .syncs import InferredSyncs, infer_syncs
+from .window import STEP_ANNOTATION, Window, WindowError
 
 OLDER = "hta-0.5.0"
 

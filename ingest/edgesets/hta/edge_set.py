@@ -1,6 +1,6 @@
 """Build an HTA edge set: HTA's critical-path graph of every rank of a run, loaded as `DEP` edges.
 
-HTA runs in its own cached environment (`hta_env`), in a subprocess running `hta_worker.py`;
+HTA runs in its own cached environment (`env.py`), in a subprocess running `worker.py`;
 edges come back as Parquet and are keyed to our nodes by (run, rank, ev_idx). A rank HTA fails
 on is recorded on the `EdgeSet` node with HTA's message; the command still succeeds.
 """
@@ -22,12 +22,12 @@ from typing import Any
 
 import pyarrow as pa
 
-from . import hta_worker
-from .errors import EdgeSetError
-from .hta_env import HtaEnv, Progress, ensure_env, parse_spec
-from .hta_inputs import RankInput, rank_inputs, read_run
-from .hta_load import RankEdges, rank_edges, replace_edge_set
-from .records import edge_set_row, refuse_empty
+from ..errors import EdgeSetError
+from ..records import edge_set_row, refuse_empty
+from . import worker as hta_worker
+from .env import HtaEnv, Progress, ensure_env, parse_spec
+from .inputs import RankInput, rank_inputs, read_run
+from .load import RankEdges, rank_edges, replace_edge_set
 
 WORKER = Path(hta_worker.__file__).resolve()
 
@@ -278,7 +278,7 @@ def _window(
 
 
 def _empty_edges() -> pa.Table:
-    from .. import schema
+    from ... import schema
 
     fields = list(schema.arrow_schema(schema.DEP))
     fields += [pa.field("from_label", pa.string()), pa.field("to_label", pa.string())]

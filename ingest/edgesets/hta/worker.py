@@ -1,6 +1,6 @@
 """Export HTA's critical-path graph, one rank at a time, as Parquet (run inside an HTA env).
 
-Run by file path with the HTA environment's python: `python -I hta_worker.py REQUEST.json`.
+Run by file path with the HTA environment's python: `python -I worker.py REQUEST.json`.
 It imports only the standard library, `hta` and `pyarrow`, never tracegraph.
 
 REQUEST.json: {"output_dir": DIR, "distribution": NAME,

@@ -1,10 +1,10 @@
 """Build a native edge set: tracegraph's own dependency graph and critical path, per rank.
 
-`build_native_edge_set(db, run=..., options=..., window=..., all_steps=...)` re-reads each
-rank's trace file (the events HTA's semantics need include some that are not nodes: cuda_sync
-events, GPU annotations), builds every window's graph with whole-array passes
-(`native_build`), joins the ranks of each step through their collectives (`native_crossrank`,
-plain native only), and swaps the edge set into the database in one write. With
+`build_native_edge_set(db, run=..., options=..., window=..., all_steps=...)` reads each rank's
+source columns from the run's archive (`sources`; the events HTA's semantics need include some
+that are not nodes: cuda_sync events, GPU annotations), builds every window's graph with
+whole-array passes (`rank_build`), joins the ranks of each step through their collectives
+(`crossrank`, plain native only), and swaps the edge set into the database in one write. With
 `emulate(version)` options the edge set is named `native:<version>` and equals that HTA
 release's own edge set edge for edge.
 """
@@ -18,19 +18,20 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ..archive import run_archive
-from ..store import GraphStore
-from .errors import EdgeSetError
-from .native_build import RankBuild, build_rank
-from .native_crossrank import (
+from ...archive import run_archive
+from ...store import GraphStore
+from ..errors import EdgeSetError
+from ..records import edge_set_row, refuse_empty
+from .crossrank import (
     CrossRankPath,
     Instance,
     Participants,
     clock_offsets,
     cross_rank_path,
 )
-from .native_options import NativeOptions
-from .native_report import (
+from .options import NativeOptions
+from .rank_build import RankBuild, build_rank
+from .report import (
     TOOL_VERSION,
     RankSummary,
     collective_rows,
@@ -41,15 +42,14 @@ from .native_report import (
     rank_json,
     window_json,
 )
-from .native_sources import pid_ranks, rank_sources
-from .native_store import (
+from .sources import pid_ranks, rank_sources
+from .store import (
     collective_instances,
     first_of_each_edge,
     replace_edge_sets,
     run_ranks,
 )
-from .native_window import Window
-from .records import edge_set_row, refuse_empty
+from .window import Window
 
 Progress = Callable[[str, int, int], None]
 

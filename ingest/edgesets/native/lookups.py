@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .native_frame import KIND_KERNEL, Frame, NotEmulable
+from .frame import KIND_KERNEL, Frame, NotEmulable
 
 LAUNCH_CALLS = frozenset(
     {

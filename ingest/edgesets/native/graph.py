@@ -11,19 +11,19 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..critical_path import CycleError, LongestPath, longest_path
-from .native_callstack import (
+from ...critical_path import CycleError, LongestPath, longest_path
+from .callstack import (
     RUNTIME_LOCK_CALLS,
     StackRules,
     call_stack_edges,
     runtime_lock_edges,
 )
-from .native_edges import SYNC_DEPENDENCY, Edges, node_times
-from .native_frame import KIND_KERNEL, KIND_OP, KIND_RUNTIME, Frame
-from .native_invariants import Breaks, drop_skewed, enforce, find_breaks
-from .native_kernels import HtaFails, KernelLookups, KernelRules, kernel_edges
-from .native_syncs import InferredSyncs, inferred_edges
-from .native_window import Window, clip, window_bounds
+from .edges import SYNC_DEPENDENCY, Edges, node_times
+from .frame import KIND_KERNEL, KIND_OP, KIND_RUNTIME, Frame
+from .invariants import Breaks, drop_skewed, enforce, find_breaks
+from .kernels import HtaFails, KernelLookups, KernelRules, kernel_edges
+from .syncs import InferredSyncs, inferred_edges
+from .window import Window, clip, window_bounds
 
 NODE_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver")
 

@@ -18,12 +18,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import schema
-from ..errors import TraceFormatError
-from ..parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
-from ..store import GraphStore
-from .errors import EdgeSetError
-from .records import resolve_run
+from ... import schema
+from ...errors import TraceFormatError
+from ...parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
+from ...store import GraphStore
+from ..errors import EdgeSetError
+from ..records import resolve_run
 
 HTA_SUFFIXES = (".json", ".gz")
 

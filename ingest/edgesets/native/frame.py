@@ -31,7 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..parse import RankTrace
+from ...parse import RankTrace
 
 NS_PER_US = 1000
 DEVICE_SYNC_NAMES = ("Event Sync", "Context Sync")

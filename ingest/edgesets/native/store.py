@@ -1,6 +1,6 @@
 """Native window graphs → `DEP` rows, the `EdgeSet` node and inferred `SYNCS`, in one write.
 
-Conventions shared with the HTA edge sets (`hta_load.py`): one DEP row per edge, keyed to the
+Conventions shared with the HTA edge sets (`hta/load.py`): one DEP row per edge, keyed to the
 event nodes by (run, rank, ev_idx); `weight_ns` is the weight the longest path used (HTA counts
 negative weights as 0); `path_order` is the edge's position on its rank's critical path (-1 off
 it; with several windows per rank the windows' paths follow one another); the EdgeSet node's id is
@@ -15,14 +15,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import schema
-from ..store import GraphStore, write_transaction
-from . import records
-from .native_crossrank import Instance
-from .native_edges import TYPE_NAMES
-from .native_frame import KIND_KERNEL, KIND_RUNTIME, NODE_LABEL, Frame
-from .native_graph import WindowGraph
-from .native_syncs import SYNC_TYPES, UNCERTAIN, InferredSyncs
+from ... import schema
+from ...store import GraphStore, write_transaction
+from .. import records
+from .crossrank import Instance
+from .edges import TYPE_NAMES
+from .frame import KIND_KERNEL, KIND_RUNTIME, NODE_LABEL, Frame
+from .graph import WindowGraph
+from .syncs import SYNC_TYPES, UNCERTAIN, InferredSyncs
 
 BOUNDARY = np.array(["start", "end"], dtype=object)
 

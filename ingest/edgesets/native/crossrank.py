@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..critical_path import longest_path
-from .native_edges import COLLECTIVE_DEPENDENCY, DEPENDENCY, OPERATOR_KERNEL, TYPE_NAMES
-from .native_frame import KIND_OP, NODE_LABEL, Frame
-from .native_graph import WindowGraph
-from .native_invariants import InvariantError, node_time_of
+from ...critical_path import longest_path
+from .edges import COLLECTIVE_DEPENDENCY, DEPENDENCY, OPERATOR_KERNEL, TYPE_NAMES
+from .frame import KIND_OP, NODE_LABEL, Frame
+from .graph import WindowGraph
+from .invariants import InvariantError, node_time_of
 
 RESUME_NS = 1_000_000  # a blocked thread resumes within this of the collective's end
 

@@ -9,14 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from .. import schema
-from .native_build import RankBuild, WindowResult
-from .native_crossrank import CrossRankPath, PathEdge
-from .native_edges import TYPE_NAMES
-from .native_options import NativeOptions
-from .native_store import first_of_each_edge, inferred_sync_rows, window_rows
-from .native_window import Window
-from .records import edge_set_row
+from ... import schema
+from ..records import edge_set_row
+from .crossrank import CrossRankPath, PathEdge
+from .edges import TYPE_NAMES
+from .options import NativeOptions
+from .rank_build import RankBuild, WindowResult
+from .store import first_of_each_edge, inferred_sync_rows, window_rows
+from .window import Window
 
 TOOL_VERSION = "0.1.0"
 CROSS_RANK_SUFFIX = ":cross-rank"

@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, replace
 
-from ..errors import TracegraphError
+from ...errors import TracegraphError
 
 KERNEL_GAP_CUTOFF_061_NS = 1_500_000
 VERSIONS = ("hta-0.5.0", "traceinsight-0.6.1")

@@ -46,8 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .native_edges import SYNC_DEPENDENCY, Edges, make_edges
-from .native_frame import KIND_KERNEL, Frame
+from .edges import SYNC_DEPENDENCY, Edges, make_edges
+from .frame import KIND_KERNEL, Frame
 
 STREAM_SYNC = ("cudaStreamSynchronize", "hipStreamSynchronize", "cuStreamSynchronize")
 EVENT_SYNC = ("cudaEventSynchronize", "hipEventSynchronize", "cuEventSynchronize")

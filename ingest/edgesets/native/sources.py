@@ -13,13 +13,13 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import schema
-from ..archive import read_rank
-from ..parse import ParseOptions, RankTrace, parse_file
-from ..store import GraphStore
-from .errors import EdgeSetError
-from .native_cache import load_sources, store_sources
-from .native_frame import FrameSource, frame_source
+from ... import schema
+from ...archive import read_rank
+from ...parse import ParseOptions, RankTrace, parse_file
+from ...store import GraphStore
+from ..errors import EdgeSetError
+from .cache import load_sources, store_sources
+from .frame import FrameSource, frame_source
 
 REREAD_LIMIT = 1 << 62
 
