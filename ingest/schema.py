@@ -210,6 +210,15 @@ RANK_BITS, EV_BITS = 20, 32
 MAX_RUNS, MAX_RANK, MAX_EV = (1 << 11) - 1, (1 << RANK_BITS) - 1, (1 << EV_BITS) - 1
 
 
+def key_range(run_idx: int, rank: int | None = None) -> tuple[int, int]:
+    """[lo, hi) of the event keys of a run, or of one rank of it."""
+    run_idx, lo_rank = int(run_idx), 0 if rank is None else int(rank)
+    if not 0 <= run_idx <= MAX_RUNS or not 0 <= lo_rank <= MAX_RANK:
+        raise ValueError(f"run index {run_idx} or rank {rank} out of range")
+    lo = (run_idx << (RANK_BITS + EV_BITS)) | (lo_rank << EV_BITS)
+    return lo, lo + (1 << (EV_BITS if rank is not None else RANK_BITS + EV_BITS))
+
+
 def event_key(run_idx: int, rank: pa.Array | int, ev_idx: pa.Array | int) -> pa.Array | int:
     """The INT64 primary key of an event: run_idx << 52 | rank << 32 | ev_idx."""
     import pyarrow.compute as pc

@@ -52,15 +52,7 @@ def list_runs(store: GraphStore) -> list[RunRef]:
     return out
 
 
-def id_range(run_idx: int, rank: int | None = None) -> tuple[int, int]:
-    """[lo, hi) of the event ids of a run, or of one rank of it."""
-    run_idx, lo_rank = int(run_idx), 0 if rank is None else int(rank)
-    if not 0 <= run_idx <= schema.MAX_RUNS or not 0 <= lo_rank <= schema.MAX_RANK:
-        raise ValueError(f"run index {run_idx} or rank {rank} out of range")
-    lo = int(schema.event_key(run_idx, lo_rank, 0))
-    if rank is None:
-        return lo, lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
-    return lo, lo + (1 << schema.EV_BITS)
+id_range = schema.key_range  # [lo, hi) of the event ids of a run, or of one rank of it
 
 
 def id_filter(var: str, run_idx: int, rank: int | None = None) -> str:

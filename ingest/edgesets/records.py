@@ -52,17 +52,11 @@ def refuse_empty(
     )
 
 
-def run_key_range(run_idx: int) -> tuple[int, int]:
-    """[lo, hi): the node keys of one run."""
-    lo = int(schema.event_key(run_idx, 0, 0))
-    return lo, lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
-
-
 def replace_edge_set(
     store: GraphStore, run_idx: int, row: dict[str, object], edges: pa.Table
 ) -> int:
     """In an open write: drop the run's old rows and node of this edge set, load the new ones."""
-    lo, hi = run_key_range(run_idx)
+    lo, hi = schema.key_range(run_idx)
     # Labels named: unlabeled, `a.id` would also be EdgeSet's STRING id. Validated integers
     # inlined: Kuzu types an integer parameter by its value (0 is INT8).
     sources = ":".join(schema.EVENT_LABELS)
@@ -78,6 +72,31 @@ def replace_edge_set(
     loaded = store.copy_edges("DEP", edges)
     store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
     return loaded
+
+
+def pid_ranks(store: GraphStore, run_idx: int) -> dict[int, int]:
+    """pid → its one rank as ingested (pids that hold events of several ranks are left out):
+    what re-reading a merged file needs where its pids name no rank."""
+    lo, hi = schema.key_range(run_idx)
+    pairs = [
+        # Validated integers inlined: Kuzu prunes the id scan only for literals.
+        store.run(
+            f"MATCH (n:{label}) WHERE n.id >= {lo} AND n.id < {hi} "
+            "RETURN DISTINCT n.pid AS pid, n.rank AS rank"
+        ).table
+        for label in schema.EVENT_LABELS
+    ]
+    return unique_pid_ranks(pa.concat_tables(pairs))
+
+
+def unique_pid_ranks(pairs: pa.Table) -> dict[int, int]:
+    """pid → rank from (pid, rank) rows, for the pids of exactly one rank."""
+    pairs = pairs.select(["pid", "rank"]).drop_null()
+    if pairs.num_rows == 0:
+        return {}
+    grouped = pairs.group_by("pid").aggregate([("rank", "min"), ("rank", "max")])
+    lo, hi = grouped["rank_min"].to_pylist(), grouped["rank_max"].to_pylist()
+    return {p: a for p, a, b in zip(grouped["pid"].to_pylist(), lo, hi, strict=True) if a == b}
 
 
 def resolve_run(store: GraphStore, run: str | None) -> tuple[str, int]:

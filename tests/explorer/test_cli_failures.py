@@ -26,7 +26,7 @@ from tracegraph.ingest.store import GraphStore
 
 from ..conftest import TRACES, needs_traces
 from ..dbfiles import db_digest
-from ..edgesets.conftest import cache_root as hta_cache_root
+from ..ingest.edgesets.conftest import cache_root as hta_cache_root
 
 FAULTS = TRACES / "cpu_ddp_2r_faults"
 CPU_ONLY = TRACES / "hta/cpu_only"

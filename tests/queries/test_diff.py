@@ -16,7 +16,7 @@ from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 from tracegraph.queries.diff import KERNEL_GAP_CUTOFF_NS, chakra_view, diff_edge_sets
 
-from ..edgesets.conftest import (  # noqa: F401 (hta_envs fixture)
+from ..ingest.edgesets.conftest import (  # noqa: F401 (hta_envs fixture)
     SPECS,
     cache_root,
     hta_envs,  # noqa: F401

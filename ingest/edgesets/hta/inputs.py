@@ -23,7 +23,7 @@ from ...errors import TraceFormatError
 from ...parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
 from ...store import GraphStore
 from ..errors import EdgeSetError
-from ..records import resolve_run
+from ..records import resolve_run, unique_pid_ranks
 
 HTA_SUFFIXES = (".json", ".gz")
 
@@ -80,8 +80,7 @@ def read_run(db: Path, run: str | None) -> RunNodes:
 
 def _event_nodes(store: GraphStore, run_idx: int) -> tuple[np.ndarray, np.ndarray, dict[int, int]]:
     """Sorted ids of the run's Op/Runtime/Kernel nodes, their labels, and pid → its one rank."""
-    lo = int(schema.event_key(run_idx, 0, 0))
-    hi = lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
+    lo, hi = schema.key_range(run_idx)
     id_parts: list[np.ndarray] = []
     label_parts: list[np.ndarray] = []
     pid_pairs: list[pa.Table] = []
@@ -97,15 +96,7 @@ def _event_nodes(store: GraphStore, run_idx: int) -> tuple[np.ndarray, np.ndarra
     ids = np.concatenate(id_parts)
     labels = np.concatenate(label_parts)
     order = np.argsort(ids, kind="stable")
-    return ids[order], labels[order], _unique_pid_ranks(pa.concat_tables(pid_pairs))
-
-
-def _unique_pid_ranks(pairs: pa.Table) -> dict[int, int]:
-    if pairs.num_rows == 0:
-        return {}
-    grouped = pairs.group_by("pid").aggregate([("rank", "min"), ("rank", "max")])
-    lo, hi = grouped["rank_min"].to_pylist(), grouped["rank_max"].to_pylist()
-    return {p: a for p, a, b in zip(grouped["pid"].to_pylist(), lo, hi, strict=True) if a == b}
+    return ids[order], labels[order], unique_pid_ranks(pa.concat_tables(pid_pairs))
 
 
 def rank_inputs(nodes: RunNodes, work_dir: Path) -> list[RankInput]:

@@ -21,7 +21,7 @@ import pyarrow as pa
 from ...archive import run_archive
 from ...store import GraphStore
 from ..errors import EdgeSetError
-from ..records import edge_set_row, refuse_empty
+from ..records import edge_set_row, pid_ranks, refuse_empty
 from .crossrank import (
     CrossRankPath,
     Instance,
@@ -42,7 +42,7 @@ from .report import (
     rank_json,
     window_json,
 )
-from .sources import pid_ranks, rank_sources
+from .sources import rank_sources
 from .store import (
     collective_instances,
     first_of_each_edge,

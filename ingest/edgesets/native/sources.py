@@ -13,10 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ... import schema
 from ...archive import read_rank
 from ...parse import ParseOptions, RankTrace, parse_file
-from ...store import GraphStore
 from ..errors import EdgeSetError
 from .cache import load_sources, store_sources
 from .frame import FrameSource, frame_source
@@ -104,19 +102,3 @@ def _as_rank(trace: RankTrace, rank: int) -> RankTrace:
         trace.device,
         trace.distributed_info,
     )
-
-
-def pid_ranks(store: GraphStore, run_idx: int) -> dict[int, int]:
-    """pid → rank as ingested (for re-reading merged files whose pids name no rank)."""
-    lo = int(schema.event_key(run_idx, 0, 0))
-    hi = lo + (1 << (schema.RANK_BITS + schema.EV_BITS))
-    pairs: dict[int, set[int]] = {}
-    for label in ("Op", "Runtime", "Kernel"):
-        table = store.run(
-            f"MATCH (n:{label}) WHERE n.id >= {lo} AND n.id < {hi} "
-            "RETURN DISTINCT n.pid AS pid, n.rank AS rank"
-        ).table
-        for pid, rank in zip(table["pid"].to_pylist(), table["rank"].to_pylist(), strict=True):
-            if pid is not None:
-                pairs.setdefault(int(pid), set()).add(int(rank))
-    return {pid: next(iter(r)) for pid, r in pairs.items() if len(r) == 1}

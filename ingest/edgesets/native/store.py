@@ -120,7 +120,7 @@ def replace_edge_sets(
     inferred: pa.Table | None,
 ) -> int:
     """Replace these edge sets of the run (and its inferred SYNCS) in one atomic write."""
-    lo, hi = records.run_key_range(run_idx)
+    lo, hi = schema.key_range(run_idx)
     loaded = 0
     with write_transaction(db) as store:
         for row, edges in sets:

@@ -23,7 +23,7 @@ from tracegraph.ingest.parse import parse_file
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 
-TRACES = (Path(__file__).resolve().parents[2] / ".." / "shared" / "traces").resolve()
+TRACES = (Path(__file__).resolve().parents[3] / ".." / "shared" / "traces").resolve()
 needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"real traces not at {TRACES}")
 STRAGGLER = 1
 CONFIG = SyntheticConfig(ranks=4, steps=3, layers=8, straggler_rank=STRAGGLER, straggler_factor=2.0)

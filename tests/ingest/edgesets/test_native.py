@@ -36,9 +36,9 @@ from tracegraph.ingest.parse import ParseOptions, parse_file
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 
-from ..ingest.merge import UNLABELLED_PID, write_merged
+from ..merge import UNLABELLED_PID, write_merged
 
-TRACES = (Path(__file__).resolve().parents[2] / ".." / "shared" / "traces").resolve()
+TRACES = (Path(__file__).resolve().parents[3] / ".." / "shared" / "traces").resolve()
 RUNNER = Path(__file__).with_name("native_oracle.py")
 ALEXNET = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
 VERSIONS = ("hta-0.5.0", "traceinsight-0.6.1")

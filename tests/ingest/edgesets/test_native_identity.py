@@ -14,7 +14,7 @@ two of those orders also need the kernel walk and the runtime-lock pass to break
 `Frame.seq` (the canonical position) instead of `ev_idx`: expected to fail until they do.
 
 Only plain native must be invariant: the emulations mirror HTA, whose result depends on the
-file's order (tests/edgesets/test_native.py checks them against HTA).
+file's order (tests/ingest/edgesets/test_native.py checks them against HTA).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from tracegraph.ingest.parse import ParseOptions, parse_file
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 
-from ..ingest.merge import PID_STRIDE, UNLABELLED_PID, write_merged
-from ..ingest.oracle import load_json
+from ..merge import PID_STRIDE, UNLABELLED_PID, write_merged
+from ..oracle import load_json
 from .conftest import TRACES, needs_traces
 
 

@@ -21,7 +21,7 @@ from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
 from tracegraph.ingest.pipeline import ingest
 from tracegraph.ingest.store import GraphStore
 
-TRACES = (Path(__file__).resolve().parents[2] / ".." / "shared" / "traces").resolve()
+TRACES = (Path(__file__).resolve().parents[3] / ".." / "shared" / "traces").resolve()
 FOLDER = TRACES / "hta/critical_path"
 needs_traces = pytest.mark.skipif(not FOLDER.is_dir(), reason=f"real traces not at {FOLDER}")
 

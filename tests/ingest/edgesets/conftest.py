@@ -22,9 +22,9 @@ from tracegraph.ingest.edgesets.hta.env import HtaEnv, ensure_env
 from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
-from ..ingest.merge import UNLABELLED_PID, write_merged
+from ..merge import UNLABELLED_PID, write_merged
 
-TRACES = (Path(__file__).resolve().parents[2] / ".." / "shared" / "traces").resolve()
+TRACES = (Path(__file__).resolve().parents[3] / ".." / "shared" / "traces").resolve()
 ORACLE = Path(__file__).with_name("hta_oracle.py")
 SPECS = {"hta-0.5.0": "HolisticTraceAnalysis==0.5.0", "traceinsight-0.6.1": "traceinsight==0.6.1"}
 ALEXNET = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"

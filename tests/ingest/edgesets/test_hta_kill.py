@@ -17,8 +17,8 @@ from tracegraph.ingest.edgesets.hta.edge_set import WORK_PREFIX, _remove_stale_w
 from tracegraph.ingest.edgesets.hta.env import _read_marker, parse_spec
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
-from ..conftest import TRACES
-from ..dbfiles import db_digest
+from ...conftest import TRACES
+from ...dbfiles import db_digest
 from .conftest import cache_root
 
 SPEC = "HolisticTraceAnalysis==0.5.0"

@@ -14,8 +14,8 @@ from tracegraph.explorer.cli import main
 from tracegraph.ingest.edgesets.native.edge_set import NativeEdgeSetResult, build_native_edge_set
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
-from ..conftest import TRACES
-from ..ingest.oracle import trace_facts
+from ...conftest import TRACES
+from ..oracle import trace_facts
 
 LATE_RANK, LATE_US = 2, 40_000
 LATE = SyntheticConfig(

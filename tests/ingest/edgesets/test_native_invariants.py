@@ -26,8 +26,8 @@ from tracegraph.ingest.edgesets.native.report import edge_tables
 from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.parse import parse_file
 
-from ..conftest import TRACES, trace_files, trace_id
-from ..ingest.oracle import trace_facts
+from ...conftest import TRACES, trace_files, trace_id
+from ..oracle import trace_facts
 
 PYTHON_STACKS = SyntheticConfig(
     ranks=2, steps=3, layers=4, late_rank=1, late_us=5_000, python_stacks=True, annotate=True
