@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pyarrow as pa
 
 from .. import schema
-from ..store import GraphStore
+from ..store import GraphStore, write_transaction
 from .errors import EdgeSetError, EmptyEdgeSetError
 
 
@@ -71,6 +73,63 @@ def replace_edge_set(
     )
     loaded = store.copy_edges("DEP", edges)
     store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
+    return loaded
+
+
+@dataclass(frozen=True)
+class RunSource:
+    """One ingested run as an edge-set producer reads it: its name and index (the prefix of its
+    keys), and each rank's source file and event-node count."""
+
+    run: str
+    run_idx: int
+    files: dict[int, str]
+    counts: dict[int, int]
+
+
+def run_source(store: GraphStore, run: str | None) -> RunSource:
+    """The run (the only one of the database when not named) with its ranks."""
+    run, run_idx = resolve_run(store, run)
+    ranks = store.run(
+        "MATCH (k:Rank) WHERE k.run = $run RETURN k.rank AS rank, k.file AS file, "
+        "k.event_count AS n ORDER BY rank",
+        {"run": run},
+    ).table
+    keys = ranks["rank"].to_pylist()
+    files = dict(zip(keys, ranks["file"].to_pylist(), strict=True))
+    counts = dict(zip(keys, ranks["n"].to_pylist(), strict=True))
+    return RunSource(run, run_idx, files, counts)
+
+
+def write_edge_sets(
+    db: Path,
+    source: RunSource,
+    sets: list[tuple[dict[str, object], pa.Table]],
+    inferred_syncs: pa.Table | None = None,
+) -> int:
+    """The one write of every producer: replace these edge sets of the run (and, when given, its
+    inferred SYNCS) in one atomic write, refused if the run changed since it was read (a
+    re-ingest under the same name has other keys). The number of DEP edges loaded."""
+    lo, hi = schema.key_range(source.run_idx)
+    loaded = 0
+    with write_transaction(db) as store:
+        found = store.run(
+            "MATCH (r:Run) WHERE r.name = $run RETURN r.run_idx AS idx", {"run": source.run}
+        ).table["idx"].to_pylist()
+        if found != [source.run_idx]:
+            raise EdgeSetError(
+                f"{db}: run '{source.run}' changed while its edges were built; try again"
+            )
+        for row, edges in sets:
+            loaded += replace_edge_set(store, source.run_idx, row, edges)
+        if inferred_syncs is not None:
+            # Validated integers inlined: Kuzu types an integer parameter by its value.
+            store.run(
+                f"MATCH (a:Kernel)-[s:SYNCS]->() WHERE s.source = 'inferred' AND a.id >= {lo} "
+                f"AND a.id < {hi} DELETE s RETURN count(*) AS deleted"
+            )
+            if inferred_syncs.num_rows:
+                store.copy_edges("SYNCS", inferred_syncs)
     return loaded
 
 

@@ -23,11 +23,11 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import EdgeSetError
-from ..records import edge_set_row, refuse_empty
+from ..records import RunSource, edge_set_row, refuse_empty, write_edge_sets
 from . import worker as hta_worker
 from .env import HtaEnv, Progress, ensure_env, parse_spec
 from .inputs import RankInput, rank_inputs, read_run
-from .load import RankEdges, rank_edges, replace_edge_set
+from .load import RankEdges, rank_edges
 
 WORKER = Path(hta_worker.__file__).resolve()
 
@@ -115,7 +115,8 @@ def build_hta_edge_set(
     edges = pa.concat_tables(tables) if tables else _empty_edges()
     counts = [(r.rank, sum(r.edges_by_type.values()), r.message) for r in ranks]
     refuse_empty(db, parsed.name, counts, allow_empty)
-    loaded = replace_edge_set(Path(db), nodes, row, edges)
+    source = RunSource(nodes.run, nodes.run_idx, nodes.files, nodes.event_counts)
+    loaded = write_edge_sets(Path(db), source, [(row, edges)])
     report(f"loading {parsed.name} edges", 1, 1)
     return EdgeSetResult(
         parsed.name,

@@ -23,7 +23,7 @@ from ...errors import TraceFormatError
 from ...parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
 from ...store import GraphStore
 from ..errors import EdgeSetError
-from ..records import resolve_run, unique_pid_ranks
+from ..records import run_source, unique_pid_ranks
 
 HTA_SUFFIXES = (".json", ".gz")
 
@@ -60,21 +60,10 @@ def read_run(db: Path, run: str | None) -> RunNodes:
     if not Path(db).exists():
         raise EdgeSetError(f"{db}: no such database")
     with GraphStore(Path(db), read_only=True) as store:
-        run, run_idx = resolve_run(store, run)
-        ranks = store.run(
-            "MATCH (k:Rank) WHERE k.run = $run "
-            "RETURN k.rank AS rank, k.file AS file, k.event_count AS n ORDER BY rank",
-            {"run": run},
-        ).table
-        ids, labels, pid_ranks = _event_nodes(store, run_idx)
+        source = run_source(store, run)
+        ids, labels, pid_ranks = _event_nodes(store, source.run_idx)
     return RunNodes(
-        run,
-        run_idx,
-        dict(zip(ranks["rank"].to_pylist(), ranks["file"].to_pylist(), strict=True)),
-        dict(zip(ranks["rank"].to_pylist(), ranks["n"].to_pylist(), strict=True)),
-        ids,
-        labels,
-        pid_ranks,
+        source.run, source.run_idx, source.files, source.counts, ids, labels, pid_ranks
     )
 
 

@@ -11,9 +11,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from ... import schema
-from ...store import GraphStore, write_transaction
-from .. import records
-from ..errors import EdgeSetError
 from .inputs import RankInput, RunNodes
 
 
@@ -94,21 +91,4 @@ def _count(types: pa.ChunkedArray) -> dict[str, int]:
     return {c["values"]: c["counts"] for c in sorted(counts, key=lambda c: c["values"])}
 
 
-def replace_edge_set(
-    db: Path, nodes: RunNodes, edge_set_row: dict[str, object], edges: pa.Table
-) -> int:
-    """Delete the run's old edges and node of this edge set and load the new ones, atomically."""
-    with write_transaction(db) as store:
-        _check_run_unchanged(store, nodes)
-        return records.replace_edge_set(store, nodes.run_idx, edge_set_row, edges)
 
-
-def _check_run_unchanged(store: GraphStore, nodes: RunNodes) -> None:
-    """The run read before HTA ran is still there, under the same index (keys depend on it)."""
-    found = (
-        store.run("MATCH (r:Run) WHERE r.name = $run RETURN r.run_idx AS idx", {"run": nodes.run})
-        .table["idx"]
-        .to_pylist()
-    )
-    if found != [nodes.run_idx]:
-        raise EdgeSetError(f"{store.path}: run '{nodes.run}' changed while HTA ran; try again")

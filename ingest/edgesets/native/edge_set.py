@@ -21,7 +21,7 @@ import pyarrow as pa
 from ...archive import run_archive
 from ...store import GraphStore
 from ..errors import EdgeSetError
-from ..records import edge_set_row, pid_ranks, refuse_empty
+from ..records import edge_set_row, pid_ranks, refuse_empty, run_source, write_edge_sets
 from .crossrank import (
     CrossRankPath,
     Instance,
@@ -46,8 +46,6 @@ from .sources import rank_sources
 from .store import (
     collective_instances,
     first_of_each_edge,
-    replace_edge_sets,
-    run_ranks,
 )
 from .window import Window
 
@@ -89,7 +87,8 @@ def build_native_edge_set(
     if not Path(db).exists():
         raise EdgeSetError(f"{db}: no such database")
     with GraphStore(Path(db), read_only=True) as store:
-        run, run_idx, files, counts = run_ranks(store, run)
+        source = run_source(store, run)
+        run, run_idx, files, counts = source.run, source.run_idx, source.files, source.counts
         members = collective_instances(store, run) if options.cross_rank else {}
         folder = run_archive(Path(db), store, run_idx)
         pids = {}
@@ -100,8 +99,8 @@ def build_native_edge_set(
     builds: list[RankBuild] = []
     stage = f"building {options.edge_set_name} edges"
     report(stage, 0, len(files))
-    for source in rank_sources(Path(db), files, counts, pids, folder):
-        builds.append(build_rank(source, options, window, all_steps))
+    for rank_source in rank_sources(Path(db), files, counts, pids, folder):
+        builds.append(build_rank(rank_source, options, window, all_steps))
         report(stage, len(builds), len(files))
     built = time.perf_counter()
     name = options.edge_set_name
@@ -132,7 +131,7 @@ def build_native_edge_set(
     if paths:
         sets.append(cross_rank_set(run, run_idx, name, options, window, all_steps, paths))
     report(f"loading {name} edges", 0, 1)
-    loaded = replace_edge_sets(Path(db), run_idx, sets, inferred)
+    loaded = write_edge_sets(Path(db), source, sets, inferred)
     report(f"loading {name} edges", 1, 1)
     return NativeEdgeSetResult(
         name,

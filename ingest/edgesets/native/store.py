@@ -9,15 +9,12 @@ it; with several windows per rank the windows' paths follow one another); the Ed
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import schema
-from ...store import GraphStore, write_transaction
-from .. import records
+from ...store import GraphStore
 from .crossrank import Instance
 from .edges import TYPE_NAMES
 from .frame import KIND_KERNEL, KIND_RUNTIME, NODE_LABEL, Frame
@@ -111,44 +108,6 @@ def inferred_sync_rows(frame: Frame, syncs: InferredSyncs, run_idx: int) -> pa.T
             "sync_ev_idx": pa.array(frame.ev_idx[syncs.call_row[keep]]),
         }
     )
-
-
-def replace_edge_sets(
-    db: Path,
-    run_idx: int,
-    sets: list[tuple[dict[str, object], pa.Table]],
-    inferred: pa.Table | None,
-) -> int:
-    """Replace these edge sets of the run (and its inferred SYNCS) in one atomic write."""
-    lo, hi = schema.key_range(run_idx)
-    loaded = 0
-    with write_transaction(db) as store:
-        for row, edges in sets:
-            loaded += records.replace_edge_set(store, run_idx, row, edges)
-        if inferred is not None:
-            # Validated integers inlined: Kuzu types an integer parameter by its value.
-            store.run(
-                f"MATCH (a:Kernel)-[s:SYNCS]->() WHERE s.source = 'inferred' AND a.id >= {lo} "
-                f"AND a.id < {hi} DELETE s RETURN count(*) AS deleted"
-            )
-            if inferred.num_rows:
-                store.copy_edges("SYNCS", inferred)
-    return loaded
-
-
-def run_ranks(
-    store: GraphStore, run: str | None
-) -> tuple[str, int, dict[int, str], dict[int, int]]:
-    """The run (the only one when not named), its index, and each rank's file and event count."""
-    run, run_idx = records.resolve_run(store, run)
-    ranks = store.run(
-        "MATCH (k:Rank) WHERE k.run = $run RETURN k.rank AS rank, k.file AS file, "
-        "k.event_count AS n ORDER BY rank",
-        {"run": run},
-    ).table
-    files = dict(zip(ranks["rank"].to_pylist(), ranks["file"].to_pylist(), strict=True))
-    counts = dict(zip(ranks["rank"].to_pylist(), ranks["n"].to_pylist(), strict=True))
-    return run, run_idx, files, counts
 
 
 def collective_instances(store: GraphStore, run: str) -> dict[int, Instance]:
