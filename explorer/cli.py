@@ -58,7 +58,7 @@ from tracegraph.queries.whatif import (
     what_if,
 )
 
-from . import output
+from . import options, output
 from .cancellable import run_cancellable
 from .progress import stderr_progress
 
@@ -157,16 +157,16 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_ingest)
 
     p = sub.add_parser("info", help="runs, ranks, counts by label and edge set")
-    p.add_argument("db", type=Path)
-    p.add_argument("--format", choices=("table", "json"), default="table")
+    options.database(p)
+    options.output_format(p, ("table", "json"))
     p.set_defaults(handler=_info)
 
     p = sub.add_parser("query", help="run ad-hoc or canned Cypher")
-    p.add_argument("db", type=Path)
+    options.database(p)
     p.add_argument("cypher", nargs="?", help="a Cypher statement")
     p.add_argument("--canned", metavar="NAME", help="a canned query (see `tracegraph queries`)")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="query parameter")
-    p.add_argument("--format", choices=output.FORMATS, default="table")
+    options.output_format(p)
     p.add_argument("--timeout-s", type=float, default=60.0, help="query timeout (0: none)")
     p.add_argument(
         "--allow-files",
@@ -177,7 +177,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_query)
 
     p = sub.add_parser("edges", help="build a dependency edge set: HTA's graph, or native")
-    p.add_argument("db", type=Path)
+    options.database(p)
     producer = p.add_mutually_exclusive_group(required=True)
     producer.add_argument(
         "--hta",
@@ -211,7 +211,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="with --native: one window per ProfilerStep#N of every rank",
     )
-    p.add_argument("--run", help="the run (needed when the database holds several)")
+    options.run(p, "the database holds several")
     p.add_argument(
         "--allow-empty",
         action="store_true",
@@ -231,9 +231,9 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler=_edges)
 
     p = sub.add_parser("whatif", help="critical-path lengths with scaled durations or cut edges")
-    p.add_argument("db", type=Path)
+    options.database(p)
     p.add_argument("edge_set", metavar="EDGE_SET")
-    p.add_argument("--run", help="the run (needed when several runs hold the edge set)")
+    options.run(p, "several runs hold the edge set")
     p.add_argument(
         "--scale",
         action="append",
@@ -254,22 +254,22 @@ def _parser() -> argparse.ArgumentParser:
         help="another edge set, or critical-sync-only (only the sync edges on the "
         "profiled path, what Chakra keeps), under the same scaling",
     )
-    p.add_argument("--format", choices=output.FORMATS, default="table")
+    options.output_format(p)
     p.set_defaults(handler=_whatif)
 
     p = sub.add_parser("diff", help="compare two edge sets of a run")
-    p.add_argument("db", type=Path)
+    options.database(p)
     p.add_argument("set_a", metavar="SET_A")
     p.add_argument("set_b", metavar="SET_B")
-    p.add_argument("--run", help="the run (needed when several runs hold both edge sets)")
+    options.run(p, "several runs hold both edge sets")
     p.add_argument("--type", dest="edge_type", help="only this edge type, e.g. sync_dependency")
     p.add_argument("--rank", type=int, help="only this rank")
     p.add_argument("--limit", type=int, default=50, help="differing edges to list (table format)")
-    p.add_argument("--format", choices=output.FORMATS, default="table")
+    options.output_format(p)
     p.set_defaults(handler=_diff)
 
     p = sub.add_parser("explore", help="the TUI: overview, steps, inspector, diff, console")
-    p.add_argument("db", type=Path)
+    options.database(p)
     p.set_defaults(handler=_explore)
 
     p = sub.add_parser("queries", help="list canned queries with their parameters")
