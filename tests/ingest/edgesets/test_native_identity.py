@@ -27,6 +27,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
 from tracegraph.ingest.edgesets.native.options import NativeOptions
 from tracegraph.ingest.edgesets.native.rank_build import build_rank
@@ -37,7 +38,7 @@ from tracegraph.ingest.store import GraphStore
 
 from ..merge import PID_STRIDE, UNLABELLED_PID, write_merged
 from ..oracle import load_json
-from .conftest import TRACES, needs_traces
+from .conftest import TRACES
 
 
 @dataclass(frozen=True)
@@ -50,9 +51,19 @@ class JobSet:
     unlabelled: tuple[int, ...] = ()  # merged pids that name no rank (ingested with rank_of_pid)
     renumber: bool = False  # the files name one rank: per-rank copies name `ranks` instead
     steps: bool = True  # the traces have ProfilerStep#N annotations (--all-steps windows)
+    synthetic: SyntheticConfig | None = None  # generated per-rank files (no shared traces needed)
 
 
 JOBS = (
+    JobSet(
+        "synthetic",  # 3 ranks, python stacks, nested annotations, a late rank, sync kinds
+        ("rank0.trace.json", "rank1.trace.json", "rank2.trace.json"),
+        (0, 1, 2),
+        synthetic=SyntheticConfig(
+            ranks=3, steps=2, layers=2, python_stacks=True, annotate=True, late_rank=1,
+            late_us=1_500, sync_kinds=True,
+        ),  # fmt: skip
+    ),
     JobSet(
         "trace_filter",  # NCCL, 2 GPU ranks of a 128-rank job, backward thread
         ("hta/trace_filter/sampled_rank-0.json.gz", "hta/trace_filter/sampled_rank-1.json.gz"),
@@ -203,6 +214,11 @@ class Builds:
 
     def _ingest(self, job: JobSet, flavour: str, db: Path) -> None:
         files = [TRACES / f for f in job.files]
+        if job.synthetic is not None:
+            folder = self.root / job.key
+            if not folder.exists():
+                write_per_rank(job.synthetic, folder)
+            files = [folder / f for f in job.files]
         if job.renumber:
             files = [
                 write_as_rank(f, self.root / f"{job.key}-rank{r}.json", r)
@@ -276,13 +292,14 @@ def differences(a: NativeView, b: NativeView) -> list[str]:
     return out
 
 
-@needs_traces
 @pytest.mark.parametrize("all_steps", [False, True], ids=["whole-trace", "all-steps"])
 @pytest.mark.parametrize("flavour", FLAVOURS, ids=flavour_id)
 @pytest.mark.parametrize("job", JOBS, ids=lambda j: j.key)
 def test_merged_file_gives_the_per_rank_native_edge_set(
     builds: Builds, job: JobSet, flavour: tuple[str, str], all_steps: bool
 ) -> None:
+    if job.synthetic is None and not TRACES.is_dir():
+        pytest.skip(f"real traces not at {TRACES}")
     if all_steps and not job.steps:
         pytest.skip("no ProfilerStep annotations")
     per_rank = builds.view(job, "per-rank", all_steps)
