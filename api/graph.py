@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -20,6 +21,7 @@ from .ingest.edgesets.hta.env import default_cache_root
 from .ingest.edgesets.native.edge_set import NativeEdgeSetResult, build_native_edge_set
 from .ingest.edgesets.native.options import NativeOptions, emulate
 from .ingest.edgesets.native.window import Window
+from .ingest.edgesets.records import resolve_run
 from .ingest.errors import TracegraphError
 from .ingest.parse import ParseOptions
 from .ingest.pipeline import IngestOptions, IngestResult
@@ -27,6 +29,7 @@ from .ingest.pipeline import ingest as ingest_files
 from .ingest.store import DEFAULT_TIMEOUT_MS, GraphStore
 from .queries.catalog import canned_query, coerce_params
 from .queries.crossrank import StepVerdict, step_verdicts
+from .queries.dependencies import dependency_edges
 from .queries.diff import EdgeSetDiff, diff_edge_sets
 from .queries.guard import check_read_only
 from .queries.runs import list_runs
@@ -198,6 +201,49 @@ class Graph:
         each differing edge with why it differs."""
         with self.reading() as store:
             return diff_edge_sets(store, a, b, run=run, edge_type=edge_type, rank=rank)
+
+    def dependencies(
+        self, edge_set: str, *, run: str | None = None, rank: int | None = None
+    ) -> pa.Table:
+        """The DEP edges of `edge_set` for the run (or one `rank` of it) as Arrow: both
+        endpoints (event id, label, name, boundary, time in ns), type, weight, critical flag."""
+        with self.reading() as store:
+            _, run_idx = resolve_run(store, run)
+            return dependency_edges(store, edge_set, run_idx, rank)
+
+    def dependency_graph(
+        self, edge_set: str, *, run: str | None = None, rank: int | None = None
+    ) -> Any:
+        """`dependencies` as a networkx DiGraph (networkx must be installed): nodes are
+        (event id, "start" | "end") with `name`, `label` and `time_ns`; edges carry `weight`
+        (ns), `type` and `on_critical_path`. The critical path of a window is the longest
+        weighted path through it (`networkx.dag_longest_path_length(g, weight="weight")`)."""
+        try:
+            import networkx as nx
+        except ImportError as exc:
+            raise TracegraphError("dependency_graph needs networkx (pip install networkx)") from exc
+        table = self.dependencies(edge_set, run=run, rank=rank)
+        graph = nx.DiGraph(edge_set=edge_set)
+        columns = {name: table[name].to_pylist() for name in table.column_names}
+        for i in range(table.num_rows):
+            src = (columns["src_id"][i], columns["src_boundary"][i])
+            dst = (columns["dst_id"][i], columns["dst_boundary"][i])
+            for node, side in ((src, "src"), (dst, "dst")):
+                if node not in graph:
+                    graph.add_node(
+                        node,
+                        name=columns[f"{side}_name"][i],
+                        label=columns[f"{side}_label"][i],
+                        time_ns=columns[f"{side}_time"][i],
+                    )
+            graph.add_edge(
+                src,
+                dst,
+                weight=columns["weight_ns"][i],
+                type=columns["type"][i],
+                on_critical_path=bool(columns["on_critical_path"][i]),
+            )
+        return graph
 
     def stragglers(self, run: str, edge_set: str = NATIVE) -> list[StepVerdict]:
         """Per step of `run`, what bounds it across ranks (from the edge set's cross-rank

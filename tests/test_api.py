@@ -72,3 +72,26 @@ def test_importing_a_layer_does_not_load_the_front_door() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
     assert tracegraph.__version__ != "0+unknown"
+
+
+def test_the_dependency_graph_in_networkx_gives_the_stored_critical_path(tmp_path: Path) -> None:
+    nx = pytest.importorskip("networkx")
+    config = notebook.SyntheticConfig(ranks=2, steps=2, layers=2, python_stacks=True,
+                                      annotate=True)  # fmt: skip
+    notebook.write_per_rank(config, tmp_path / "traces")
+    g = tracegraph.open(tmp_path / "job.kuzu")
+    g.ingest(tmp_path / "traces", run="job")
+    built = g.edges("native", run="job")
+    stored = json.loads(
+        g.query("MATCH (e:EdgeSet) WHERE e.name = 'native' RETURN e.ranks AS r")["r"][0].as_py()
+    )
+    for summary in built.ranks:
+        graph = g.dependency_graph("native", run="job", rank=summary.rank)
+        assert nx.is_directed_acyclic_graph(graph) and graph.number_of_edges() > 0
+        for a, b in graph.edges:  # every edge forward in time, weighing at most its Δt
+            dt = graph.nodes[b]["time_ns"] - graph.nodes[a]["time_ns"]
+            assert 0 <= graph.edges[a, b]["weight"] <= dt
+        longest = nx.dag_longest_path_length(graph, weight="weight")
+        assert longest == summary.path_length_ns == stored[str(summary.rank)]["path_length_ns"]
+        on_path = [d["weight"] for _, _, d in graph.edges(data=True) if d["on_critical_path"]]
+        assert sum(on_path) == longest

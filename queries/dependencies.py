@@ -1,0 +1,36 @@
+"""The DEP edges of one edge set, for a run or one rank of it, as an Arrow table: what a user
+takes into their own graph algorithms (`Graph.dependency_graph` makes a networkx graph of it)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from tracegraph.ingest.store import GraphStore
+
+from .runs import EVENT_LABELS, id_filter
+
+DEPENDENCY_COLUMNS = (
+    "src_id", "src_label", "src_name", "src_boundary", "src_time",
+    "dst_id", "dst_label", "dst_name", "dst_boundary", "dst_time",
+    "type", "weight_ns", "on_critical_path", "path_order",
+)  # fmt: skip
+
+
+def dependency_edges(
+    store: GraphStore, edge_set: str, run_idx: int, rank: int | None = None
+) -> pa.Table:
+    """Every edge of `edge_set` whose source is an event of the run (or of its `rank`), with
+    both endpoints' event, boundary ('start'/'end') and time in ns."""
+    return store.run(
+        f"MATCH (a:{EVENT_LABELS})-[d:DEP]->(b:{EVENT_LABELS}) "
+        f"WHERE {id_filter('a', run_idx, rank)} AND d.edge_set = $edge_set "
+        "RETURN a.id AS src_id, label(a) AS src_label, a.name AS src_name, "
+        "d.src_boundary AS src_boundary, "
+        "a.ts + CASE WHEN d.src_boundary = 'end' THEN a.dur ELSE 0 END AS src_time, "
+        "b.id AS dst_id, label(b) AS dst_label, b.name AS dst_name, "
+        "d.dst_boundary AS dst_boundary, "
+        "b.ts + CASE WHEN d.dst_boundary = 'end' THEN b.dur ELSE 0 END AS dst_time, "
+        "d.type AS type, d.weight_ns AS weight_ns, d.on_critical_path AS on_critical_path, "
+        "d.path_order AS path_order",
+        {"edge_set": edge_set},
+    ).table.select(list(DEPENDENCY_COLUMNS))
