@@ -33,6 +33,7 @@ from .queries.dependencies import dependency_edges
 from .queries.diff import EdgeSetDiff, diff_edge_sets
 from .queries.guard import check_read_only
 from .queries.runs import list_runs
+from .queries.step import edge_set_names
 from .queries.summary import DatabaseInfo, database_info
 from .queries.usable import file_problem, store_problem
 
@@ -208,7 +209,13 @@ class Graph:
         """The DEP edges of `edge_set` for the run (or one `rank` of it) as Arrow: both
         endpoints (event id, label, name, boundary, time in ns), type, weight, critical flag."""
         with self.reading() as store:
-            _, run_idx = resolve_run(store, run)
+            name, run_idx = resolve_run(store, run)
+            known = edge_set_names(store, name)
+            if edge_set not in known:
+                raise TracegraphError(
+                    f"{self.path}: run '{name}' has no edge set '{edge_set}' (it has: "
+                    f"{', '.join(known) or 'none'})"
+                )
             return dependency_edges(store, edge_set, run_idx, rank)
 
     def dependency_graph(
@@ -216,8 +223,10 @@ class Graph:
     ) -> Any:
         """`dependencies` as a networkx DiGraph (networkx must be installed): nodes are
         (event id, "start" | "end") with `name`, `label` and `time_ns`; edges carry `weight`
-        (ns), `type` and `on_critical_path`. The critical path of a window is the longest
-        weighted path through it (`networkx.dag_longest_path_length(g, weight="weight")`)."""
+        (ns), `type` and `on_critical_path`. For a set built over one window (the whole trace,
+        or one annotation) its critical path is the longest weighted path of the graph
+        (`networkx.dag_longest_path_length(g, weight="weight")`); a set built with `all_steps`
+        holds every step's graph, each step's path is the longest within its window."""
         try:
             import networkx as nx
         except ImportError as exc:

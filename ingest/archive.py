@@ -14,11 +14,14 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .errors import IngestError
 from .store import GraphStore
 
 
@@ -40,18 +43,34 @@ class ArchiveWriter:
         self.db, self.run_idx = Path(db), run_idx
         self.partial = archive_root(db) / f".partial-{run_idx}-{os.getpid()}"
         shutil.rmtree(self.partial, ignore_errors=True)
-        self.partial.mkdir(parents=True)
+        with self._errors():
+            self.partial.mkdir(parents=True)
 
     def add(self, rank: int, rows: pa.Table) -> None:
-        pq.write_table(rows, self.partial / f"rank-{rank}.parquet", compression="zstd")
+        with self._errors():
+            pq.write_table(rows, self.partial / f"rank-{rank}.parquet", compression="zstd")
 
     def finish(self, ingested_at: str) -> None:
-        os.replace(self.partial, run_folder(self.db, self.run_idx, ingested_at))
+        with self._errors():
+            os.replace(self.partial, run_folder(self.db, self.run_idx, ingested_at))
 
     def abandon(self, ingested_at: str | None) -> None:
+        """Remove what this writer wrote (call only when the database was not swapped in)."""
         shutil.rmtree(self.partial, ignore_errors=True)
         if ingested_at is not None:
             shutil.rmtree(run_folder(self.db, self.run_idx, ingested_at), ignore_errors=True)
+        try:
+            archive_root(self.db).rmdir()  # only if empty: the first ingest made it
+        except OSError:
+            pass
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except OSError as exc:  # pyarrow's IO errors are OSErrors too
+            root = archive_root(self.db)
+            raise IngestError(f"{root}: cannot write the run archive ({exc})") from exc
 
 
 def sweep(db: Path, store: GraphStore) -> None:

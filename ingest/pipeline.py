@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -15,8 +15,9 @@ import pyarrow.compute as pc
 from . import archive, collectives, link, nodes, schema, syncs
 from .edgesets.native.frame import frame_source
 from .errors import IngestError, TraceFormatError
-from .parse import DROP_REASONS, ParseOptions, RankTrace, read_trace_bytes
+from .parse import DROP_REASONS, ParseOptions, RankTrace, json_blocks, read_trace_bytes
 from .read import rank_traces, sweep_spills
+from .scan import ScanError, TopLevel, scan_events
 from .steps import step_rows
 from .store import KUZU_VERSION, GraphStore, write_transaction
 
@@ -106,9 +107,26 @@ def _is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
 
 
+WHOLE_CHECK_BYTES = 8 << 20  # a failed file up to this size is read whole to say what it is
+
+
 def _not_a_trace(path: Path) -> str | None:
     """Why a file that failed to parse is JSON but no trace (None: it is a broken trace, or
-    no JSON at all). Only files that failed are read again, so this costs nothing otherwise."""
+    no JSON at all). Only files that failed are read again, so this costs nothing otherwise;
+    a large one is scanned block by block, never held."""
+    try:
+        large = path.stat().st_size > WHOLE_CHECK_BYTES
+    except OSError:
+        return None
+    if large:
+        top = TopLevel()
+        blocks = json_blocks(path, ParseOptions(), whole_up_to=0)
+        try:
+            for _ in scan_events(blocks, frozenset(), top):
+                pass
+        except (ScanError, TraceFormatError):
+            return None
+        return "not a trace (no traceEvents)" if not top.has_events else None
     try:
         document = json.loads(read_trace_bytes(path))
     except (TraceFormatError, ValueError, RecursionError):
@@ -142,6 +160,8 @@ def ingest(
     parse_options = replace(options.parse, spill_at=options.parse.spill_at or spill_at)
     ingested_at = datetime.now(UTC).isoformat(timespec="microseconds")
     writer: archive.ArchiveWriter | None = None
+    store: GraphStore | None = None
+    traces: Generator[RankTrace, None, None] | None = None
     try:
         with write_transaction(db) as store:
             # what a killed or failed ingest left (the transaction holds the lock)
@@ -151,11 +171,13 @@ def ingest(
             # The edge-set builders' inputs, archived with the run: no later command reads the
             # traces again.
             writer = archive.ArchiveWriter(db, run_idx)
-            traces = _archived(_rank_traces(found, parse_options, report, files, skipped), writer)
-            result = _load(store, traces, run, run_idx, files, ingested_at)
+            traces = _rank_traces(found, parse_options, report, files, skipped)
+            result = _load(store, _archived(traces, writer), run, run_idx, files, ingested_at)
             writer.finish(ingested_at)  # in place before the database that names it
     except BaseException:
-        if writer is not None:
+        if traces is not None:
+            traces.close()  # now, not when the traceback goes: removes a spill folder at once
+        if writer is not None and not (store is not None and store.swapped):
             writer.abandon(ingested_at)
         raise
     return replace(result, skipped=(*skipped, *_dropped_events(result.ranks)))
@@ -184,7 +206,7 @@ def _rank_traces(
     report: Progress,
     files: list[Path],
     skipped: list[tuple[str, str]],
-) -> Iterator[RankTrace]:
+) -> Generator[RankTrace, None, None]:
     """The ranks of each file in turn; only one file's events are held at a time. Files
     parsed are appended to `files`; a folder's files that are no trace to `skipped`."""
     owner: dict[int, str] = {}
@@ -194,31 +216,34 @@ def _rank_traces(
         path = source.path
         report("ingest", i, len(found))
         traces = rank_traces(path, options)
-        try:
-            first = next(traces)
-        except TraceFormatError:
-            why = _not_a_trace(path) if source.folder is not None else None
-            if why is None or source.folder is None:
-                raise
-            skipped.append((source.name, why))
-            passed_over.setdefault(source.folder, []).append(source.name)
-            continue
-        files.append(path)
-        if source.folder is not None:
-            from_folder[source.folder] = from_folder.get(source.folder, 0) + 1
-        held = [first]
-        del first
-        for trace in itertools.chain(_handed_on(held), traces):
-            rank = trace.rank
-            if rank in owner:
-                raise TraceFormatError(
-                    path,
-                    f"rank {rank} is also in {owner[rank]}: a run holds one "
-                    "trace per rank (use --rank N, or ingest it as another --run)",
-                )
-            owner[rank] = str(path)
-            yield trace
-            del trace  # keep no reference here: the consumer frees it as it goes
+        try:  # closed when left, even by an error: a file read in blocks removes its spill
+            try:
+                first = next(traces)
+            except TraceFormatError:
+                why = _not_a_trace(path) if source.folder is not None else None
+                if why is None or source.folder is None:
+                    raise
+                skipped.append((source.name, why))
+                passed_over.setdefault(source.folder, []).append(source.name)
+                continue
+            files.append(path)
+            if source.folder is not None:
+                from_folder[source.folder] = from_folder.get(source.folder, 0) + 1
+            held = [first]
+            del first
+            for trace in itertools.chain(_handed_on(held), traces):
+                rank = trace.rank
+                if rank in owner:
+                    raise TraceFormatError(
+                        path,
+                        f"rank {rank} is also in {owner[rank]}: a run holds one "
+                        "trace per rank (use --rank N, or ingest it as another --run)",
+                    )
+                owner[rank] = str(path)
+                yield trace
+                del trace  # keep no reference here: the consumer frees it as it goes
+        finally:
+            traces.close()
     for folder in dict.fromkeys(s.folder for s in found if s.folder is not None):
         if not from_folder.get(folder):
             names = passed_over.get(folder, [])

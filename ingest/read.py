@@ -10,7 +10,7 @@ give the same ranks, events and errors' meaning (a test holds them equal on ever
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,7 +31,9 @@ _SHELL = msgspec.json.Decoder(parse._TraceShell)
 _RANKED, _BY_PID, _NO_PID = "rank", "pid", "no pid"
 
 
-def rank_traces(path: Path, options: ParseOptions = parse.DEFAULT_OPTIONS) -> Iterator[RankTrace]:
+def rank_traces(
+    path: Path, options: ParseOptions = parse.DEFAULT_OPTIONS
+) -> Generator[RankTrace, None, None]:
     """The ranks of one trace file in rank order; only the rank yielded last is in memory when
     the file is read block by block."""
     limit = STREAM_BYTES if options.stream_bytes is None else options.stream_bytes

@@ -57,6 +57,7 @@ class _State:
     key: str | None = None  # the top-level key whose value is being read
     capture: bytearray | None = None  # a key, or a kept value, being read
     in_events: bool = False
+    cut: bool = False  # the events array being read has had a separator
     pending: bytearray = field(default_factory=bytearray)  # an event cut by the block's end
 
 
@@ -139,6 +140,8 @@ def _scan_block(
             from_at = p + 1
         elif k == _OPEN and d == 2 and state.key == EVENTS_KEY and state.capture is not None:
             if block[p : p + 1] == b"[" and not bytes(_captured(block, from_at, p, state)).strip():
+                if top.has_events:
+                    raise ScanError(f"two top-level '{EVENTS_KEY}' lists")
                 state.in_events, top.has_events, state.capture = True, True, None
                 from_at = p + 1
         elif k == _COMMA or (k == _CLOSE and d == 0):  # a value ends
@@ -219,6 +222,9 @@ def _flush(
     state.pending = bytearray() if final else bytearray(block[cut + 1 : to])
     if body.strip():
         yield b"[" + body + b"]"
+    elif not final or state.cut:  # `[,`, `,,` or `,]`: an element missing
+        raise ScanError("an empty element in the events list (a stray comma)")
+    state.cut = not final
 
 
 def _end(block: bytes, p: int, state: _State) -> None:

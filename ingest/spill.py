@@ -11,6 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .errors import IngestError
+
 BUFFER_BYTES = 64 << 20
 Key = tuple[str, int | None]  # (what the key is, its value)
 
@@ -20,10 +22,14 @@ class Spill:
     the order the rows were added (they are sorted by `order_by`)."""
 
     def __init__(self, at: Path | None, order_by: str) -> None:
-        if at is None:
-            self.folder = Path(tempfile.mkdtemp(prefix="tracegraph-spill-"))
-        else:
-            self.folder = Path(tempfile.mkdtemp(prefix=f"{at.name}-", dir=at.parent))
+        where = Path(tempfile.gettempdir()) if at is None else at.parent
+        try:
+            if at is None:
+                self.folder = Path(tempfile.mkdtemp(prefix="tracegraph-spill-"))
+            else:
+                self.folder = Path(tempfile.mkdtemp(prefix=f"{at.name}-", dir=at.parent))
+        except OSError as exc:
+            raise IngestError(f"{where}: cannot set events aside there ({exc.strerror})") from exc
         self.order_by = order_by
         self.pieces: dict[Key, list[Path]] = {}  # every key set aside, with its pieces
         self.held: dict[Key, list[pa.Table]] = {}  # rows not written yet
@@ -53,8 +59,11 @@ class Spill:
             table = pa.concat_tables(tables, promote_options="default")
             self.written += 1
             path = self.folder / f"{self.written}.arrow"
-            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
-                out.write_table(table)
+            try:
+                with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+                    out.write_table(table)
+            except OSError as exc:  # pyarrow's IO errors are OSErrors too
+                raise IngestError(f"{self.folder}: cannot set events aside ({exc})") from exc
             self.pieces[key].append(path)
 
     def add_grouped(self, table: pa.Table, keys: np.ndarray, tag: str) -> None:

@@ -62,6 +62,7 @@ class GraphStore:
         except RuntimeError as exc:
             raise IngestError(f"{self.path}: cannot open database ({_short(exc)})") from exc
         self._conn = kuzu.Connection(self._db)
+        self.swapped = False  # a staging copy: set once it has replaced the database
         if timeout_ms:
             self._conn.set_query_timeout(timeout_ms)
 
@@ -125,13 +126,16 @@ class GraphStore:
         Arrow table it was given for a COPY until it closes (Kuzu 0.11.3): an ingest that does
         this between batches holds one batch, not the whole run. Only for a staging copy,
         whose swap (not the commit) makes the write atomic."""
-        self._conn.execute("COMMIT")
-        self._conn.close()
-        self._db.close()  # what Kuzu holds for an open database grows with it: start afresh
-        _return_freed_memory()
-        self._db = kuzu.Database(str(self.path), read_only=False, buffer_pool_size=0)
-        self._conn = kuzu.Connection(self._db)
-        self._conn.execute("BEGIN TRANSACTION")
+        try:
+            self._conn.execute("COMMIT")
+            self._conn.close()
+            self._db.close()  # what Kuzu holds for an open database grows with it: start afresh
+            _return_freed_memory()
+            self._db = kuzu.Database(str(self.path), read_only=False, buffer_pool_size=0)
+            self._conn = kuzu.Connection(self._db)
+            self._conn.execute("BEGIN TRANSACTION")
+        except RuntimeError as exc:
+            raise IngestError(f"{self.path}: writing the database failed ({_short(exc)})") from exc
 
     def create_schema(self) -> None:
         for statement in schema.ddl():
@@ -178,7 +182,8 @@ def write_transaction(path: Path) -> Iterator[GraphStore]:
                 store = GraphStore(staging, read_only=False, timeout_ms=0)
                 store.create_schema()
                 store.begin()
-            yield store
+            with _named(given, staging):
+                yield store
             with _named(given, staging):
                 store.commit()
                 store.close()
@@ -186,6 +191,7 @@ def write_transaction(path: Path) -> Iterator[GraphStore]:
                     raise IngestError(f"{given}: staging database was not checkpointed")
                 _fsync(staging)
                 os.replace(staging, target)
+                store.swapped = True
                 _fsync(target.parent)
             committed = True
         finally:

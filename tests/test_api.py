@@ -95,3 +95,5 @@ def test_the_dependency_graph_in_networkx_gives_the_stored_critical_path(tmp_pat
         assert longest == summary.path_length_ns == stored[str(summary.rank)]["path_length_ns"]
         on_path = [d["weight"] for _, _, d in graph.edges(data=True) if d["on_critical_path"]]
         assert sum(on_path) == longest
+    with pytest.raises(tracegraph.TracegraphError, match="no edge set 'Native'.*native"):
+        g.dependencies("Native", run="job")

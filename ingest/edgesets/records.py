@@ -85,6 +85,7 @@ class RunSource:
     run_idx: int
     files: dict[int, str]
     counts: dict[int, int]
+    ingested_at: str  # with the name, what tells this ingest of the run from a later one
 
 
 def run_source(store: GraphStore, run: str | None) -> RunSource:
@@ -98,7 +99,12 @@ def run_source(store: GraphStore, run: str | None) -> RunSource:
     keys = ranks["rank"].to_pylist()
     files = dict(zip(keys, ranks["file"].to_pylist(), strict=True))
     counts = dict(zip(keys, ranks["n"].to_pylist(), strict=True))
-    return RunSource(run, run_idx, files, counts)
+    return RunSource(run, run_idx, files, counts, _ingested_at(store, run))
+
+
+def _ingested_at(store: GraphStore, run: str) -> str:
+    table = store.run("MATCH (r:Run) WHERE r.name = $run RETURN r.ingested_at AS at", {"run": run})
+    return ";".join(str(a) for a in table.table["at"].to_pylist())
 
 
 def write_edge_sets(
@@ -116,7 +122,7 @@ def write_edge_sets(
         found = store.run(
             "MATCH (r:Run) WHERE r.name = $run RETURN r.run_idx AS idx", {"run": source.run}
         ).table["idx"].to_pylist()
-        if found != [source.run_idx]:
+        if found != [source.run_idx] or _ingested_at(store, source.run) != source.ingested_at:
             raise EdgeSetError(
                 f"{db}: run '{source.run}' changed while its edges were built; try again"
             )

@@ -181,3 +181,16 @@ def test_an_ingest_removes_the_spill_a_killed_one_left(tmp_path: Path) -> None:
     ingest([path], db, IngestOptions(parse=ParseOptions(stream_bytes=STREAM)))
     assert not left.exists()
     assert not list(tmp_path.glob(".run.kuzu.spill-*"))
+
+
+def test_a_failed_ingest_removes_its_spill_at_once(tmp_path: Path) -> None:
+    """Not when the traceback is collected: a notebook keeps the last one."""
+    config = SyntheticConfig(ranks=2, steps=1, layers=1)
+    folder = tmp_path / "traces"
+    write_per_rank(config, folder)  # rank0.trace.json, rank1.trace.json
+    write_synthetic_merged(config, folder / "zz-merged.json")  # ranks 0 and 1 again
+    options = IngestOptions(parse=ParseOptions(stream_bytes=STREAM))
+    with pytest.raises(TraceFormatError, match="rank 0 is also in") as caught:
+        ingest([folder], tmp_path / "run.kuzu", options)
+    assert caught.value.__traceback__ is not None  # the traceback, with its frames, is alive
+    assert not list(tmp_path.glob(".run.kuzu.spill-*"))

@@ -115,7 +115,9 @@ def build_hta_edge_set(
     edges = pa.concat_tables(tables) if tables else _empty_edges()
     counts = [(r.rank, sum(r.edges_by_type.values()), r.message) for r in ranks]
     refuse_empty(db, parsed.name, counts, allow_empty)
-    source = RunSource(nodes.run, nodes.run_idx, nodes.files, nodes.event_counts)
+    source = RunSource(
+        nodes.run, nodes.run_idx, nodes.files, nodes.event_counts, nodes.ingested_at
+    )
     loaded = write_edge_sets(Path(db), source, [(row, edges)])
     report(f"loading {parsed.name} edges", 1, 1)
     return EdgeSetResult(

@@ -39,6 +39,7 @@ class RunNodes:
     node_ids: np.ndarray
     node_labels: np.ndarray
     pid_ranks: dict[int, int]  # pids whose event nodes all belong to one rank
+    ingested_at: str
 
 
 @dataclass(frozen=True)
@@ -63,7 +64,14 @@ def read_run(db: Path, run: str | None) -> RunNodes:
         source = run_source(store, run)
         ids, labels, pid_ranks = _event_nodes(store, source.run_idx)
     return RunNodes(
-        source.run, source.run_idx, source.files, source.counts, ids, labels, pid_ranks
+        source.run,
+        source.run_idx,
+        source.files,
+        source.counts,
+        ids,
+        labels,
+        pid_ranks,
+        source.ingested_at,
     )
 
 

@@ -7,8 +7,11 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.explorer.cli import main
+from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 CONFIG = SyntheticConfig(ranks=1, steps=2, layers=2)
 
@@ -72,3 +75,27 @@ def test_an_ingest_removes_archives_no_run_owns(tmp_path: Path) -> None:
     assert not any(n.startswith(".partial") or n == "run-1-0123456789ab" for n in names)
     assert main(["ingest", str(path), "--db", str(db), "--run", "b"]) == 2  # refused: no trace
     assert sorted(p.name for p in root.iterdir()) == names  # of the failure is left
+
+
+def test_an_error_after_the_swap_keeps_the_archive_of_the_run_swapped_in(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """The database is in place when its folder's fsync fails (or a Ctrl-C lands there): the
+    run it holds keeps its archive, so its edges still build without the traces."""
+    from tracegraph.ingest import store as store_module
+
+    (path,) = write_per_rank(CONFIG, tmp_path / "traces")
+    db = tmp_path / "run.kuzu"
+    real_fsync = store_module._fsync
+
+    def fsync(p: Path) -> None:
+        if Path(p).is_dir():
+            raise KeyboardInterrupt
+        real_fsync(p)
+
+    monkeypatch.setattr(store_module, "_fsync", fsync)
+    with pytest.raises(KeyboardInterrupt):
+        ingest([path], db, IngestOptions(run="job"))
+    monkeypatch.setattr(store_module, "_fsync", real_fsync)
+    shutil.rmtree(tmp_path / "traces")
+    assert main(["edges", str(db), "--native", "--run", "job"]) == 0

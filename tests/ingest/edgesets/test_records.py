@@ -26,11 +26,16 @@ def test_a_write_for_a_run_that_changed_is_refused_and_changes_nothing(tmp_path:
         source = run_source(store, "job")
     assert source.files.keys() == {0, 1} and all(n > 0 for n in source.counts.values())
     before = db_digest(db)
-    stale = RunSource(source.run, source.run_idx + 1, source.files, source.counts)
+    at = source.ingested_at
+    stale = RunSource(source.run, source.run_idx + 1, source.files, source.counts, at)
     with pytest.raises(EdgeSetError, match="changed while its edges were built"):
         write_edge_sets(db, stale, [])
-    gone = RunSource("other", source.run_idx, source.files, source.counts)
+    gone = RunSource("other", source.run_idx, source.files, source.counts, at)
     with pytest.raises(EdgeSetError, match="run 'other' changed"):
         write_edge_sets(db, gone, [])
+    # the same name and index, ingested anew (the database replaced meanwhile)
+    again = RunSource(source.run, source.run_idx, source.files, source.counts, at + "x")
+    with pytest.raises(EdgeSetError, match="changed while its edges were built"):
+        write_edge_sets(db, again, [])
     assert db_digest(db) == before
     assert write_edge_sets(db, source, []) == 0  # the run as read: the write goes through
