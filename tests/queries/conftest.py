@@ -1,8 +1,9 @@
 """Session databases for the query tests.
 
 - `synthetic_store`: the explorer's small synthetic database, for the headless read-side tests;
-- `canned_db`: real traces from ../shared/traces, several runs in one database with native edge
-  sets, for checking the canned queries by value (skips when the traces are absent).
+- `canned_db`: real traces from ../shared/traces and a synthetic run, several runs in one
+  database with native edge sets, for checking the canned queries by value (only the synthetic
+  run where the traces are absent).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tracegraph.examples.synthetic import SyntheticConfig
 from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
 from tracegraph.ingest.edgesets.native.options import emulate
 from tracegraph.ingest.pipeline import IngestOptions, ingest
@@ -20,6 +22,7 @@ from tracegraph.ingest.store import GraphStore
 
 from ..conftest import TRACES
 from ..explorer import dbs
+from ..synthetic_traces import synthetic_rank_files
 
 
 @pytest.fixture(scope="session")
@@ -43,12 +46,31 @@ CANNED_RUNS: dict[str, tuple[str, ...]] = {
     "multi": ("hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz",),
     # the 2021 format (category Operator), ProfilerStep#5 .. #10
     "resnet": ("kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz",),
+    # synthetic (absolute paths; needs no ../shared): 3 ranks, rank 2 late, python stacks,
+    # nested annotations, every cuda_sync kind
+    "syn": tuple(
+        str(p)
+        for p in synthetic_rank_files(
+            "canned",
+            SyntheticConfig(
+                ranks=3,
+                steps=3,
+                layers=2,
+                python_stacks=True,
+                annotate=True,
+                late_rank=2,
+                late_us=1_500,
+                sync_kinds=True,
+            ),  # fmt: skip
+        )
+    ),
 }
+SYNTHETIC_RUNS = ("syn",)
 # Edge sets built on them: HTA 0.5.0's semantics (one whole-trace window per rank) ...
-CANNED_HTA_050 = ("control", "alexnet", "tf", "evsync", "multi")
+CANNED_HTA_050 = ("control", "alexnet", "tf", "evsync", "multi", "syn")
 # ... and tracegraph's own, one window per ProfilerStep, with cross-rank paths ("native" and
 # "native:cross-rank") and sync edges inferred where a rank has no cuda_sync events.
-CANNED_NATIVE_ALL_STEPS = ("ddp", "tf", "control")
+CANNED_NATIVE_ALL_STEPS = ("ddp", "tf", "control", "syn")
 
 
 @dataclass(frozen=True)
@@ -61,19 +83,22 @@ class CannedDb:
 
 @pytest.fixture(scope="session")
 def canned_db(tmp_path_factory: pytest.TempPathFactory) -> CannedDb:
-    """One database holding every run of CANNED_RUNS and the edge sets above (~15 s)."""
-    if not TRACES.is_dir():
-        pytest.skip(f"real traces not at {TRACES}")
-    runs = {run: tuple(TRACES / f for f in files) for run, files in CANNED_RUNS.items()}
+    """One database holding every run of CANNED_RUNS and the edge sets above (~15 s); only
+    the synthetic runs where ../shared is absent."""
+    runs = {
+        run: tuple(TRACES / f for f in files)
+        for run, files in CANNED_RUNS.items()
+        if run in SYNTHETIC_RUNS or TRACES.is_dir()
+    }
     missing = [str(p) for files in runs.values() for p in files if not p.is_file()]
     if missing:
         pytest.skip(f"traces missing: {', '.join(missing)}")
     db = tmp_path_factory.mktemp("canned") / "canned.kuzu"
     for run, files in runs.items():
         ingest(list(files), db, IngestOptions(run=run))
-    for run in CANNED_HTA_050:
+    for run in (r for r in CANNED_HTA_050 if r in runs):
         build_native_edge_set(db, run=run, options=emulate("hta-0.5.0"))
-    for run in CANNED_NATIVE_ALL_STEPS:
+    for run in (r for r in CANNED_NATIVE_ALL_STEPS if r in runs):
         build_native_edge_set(db, run=run, all_steps=True)
     return CannedDb(db, runs)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
+from tracegraph.examples.synthetic import SyntheticConfig
 from tracegraph.ingest.edgesets.hta import worker as hta_worker
 from tracegraph.ingest.edgesets.hta.env import HtaEnv
 from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
@@ -36,6 +37,7 @@ from tracegraph.ingest.parse import ParseOptions, parse_file
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 
+from ...synthetic_traces import synthetic_rank_files
 from ..merge import UNLABELLED_PID, write_merged
 
 TRACES = (Path(__file__).resolve().parents[3] / ".." / "shared" / "traces").resolve()
@@ -44,16 +46,28 @@ ALEXNET = "[param|pytorch.model.alex_net|0|0|0|measure|forward]"
 VERSIONS = ("hta-0.5.0", "traceinsight-0.6.1")
 EVERYTHING = os.environ.get("TRACEGRAPH_TEST_NATIVE_ALL") == "1"
 
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason=f"real traces not at {TRACES}")
+needs_traces = pytest.mark.skipif(not TRACES.is_dir(), reason=f"real traces not at {TRACES}")
 
 
 @dataclass(frozen=True)
 class Case:
     key: str
-    file: str  # relative to TRACES
+    file: str  # relative to TRACES, or an absolute path (a synthetic trace)
     rank: int
     annotation: str = ""
     instance: int | None = None
+
+    @property
+    def shared(self) -> bool:
+        return not Path(self.file).is_absolute()
+
+
+def _synthetic(name: str, config: SyntheticConfig, rank: int) -> str:
+    return str(synthetic_rank_files(name, config)[rank])
+
+
+def _available(cases: list[Case]) -> list[Case]:
+    return [c for c in cases if not c.shared or TRACES.is_dir()]
 
 
 def _steps(key: str, file: str, rank: int, n: int) -> list[Case]:
@@ -92,6 +106,30 @@ CASES = [
     Case("nccl_data", "hta/nccl_parser_config/nccl_data.json.gz", 0),
     Case("trace_filter-0", "hta/trace_filter/sampled_rank-0.json.gz", 0),
     Case("trace_filter-1", "hta/trace_filter/sampled_rank-1.json.gz", 1),
+    # synthetic: no ../shared needed; python stacks and nested ranges that do not nest, a late
+    # rank, several sync kinds and streams
+    Case("synthetic", _synthetic("plain", SyntheticConfig(ranks=2, steps=2, layers=2), 0), 0),
+    Case(
+        "synthetic-stacks-step1",
+        _synthetic(
+            "stacks",
+            SyntheticConfig(ranks=2, steps=2, layers=2, python_stacks=True, annotate=True,
+                            late_rank=1, late_us=1_000),  # fmt: skip
+            1,
+        ),
+        1,
+        "ProfilerStep",
+        1,
+    ),
+    Case(
+        "synthetic-syncs",
+        _synthetic(
+            "syncs",
+            SyntheticConfig(ranks=2, steps=2, layers=2, sync_kinds=True, extra_streams=1),
+            0,
+        ),
+        0,
+    ),
     # HTA fails on these; the emulation must fail as well
     Case("cpu_only", "hta/cpu_only/rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz", 34),
     Case("mtia", "hta/mtia_inference_trace/mtia_inference_rank_0.json.gz", 0),
@@ -200,7 +238,7 @@ def oracle(hta_envs: dict[str, HtaEnv]) -> dict[tuple[str, str], Answer]:
     for version, env in hta_envs.items():
         root = _oracle_root() / env.spec.name
         missing = []
-        for case in CASES:
+        for case in _available(CASES):
             marker = root / case.key / "ident.json"
             if not marker.exists() or json.loads(marker.read_text()) != _ident(env, case):
                 missing.append(case)
@@ -233,7 +271,7 @@ def oracle(hta_envs: dict[str, HtaEnv]) -> dict[tuple[str, str], Answer]:
             )
             for case in missing:
                 (root / case.key / "ident.json").write_text(json.dumps(_ident(env, case)))
-        for case in CASES:
+        for case in _available(CASES):
             answers[(version, case.key)] = _read(root / case.key, case.rank)
     return answers
 
@@ -243,6 +281,8 @@ def sources() -> dict[tuple[str, int], FrameSource]:
     """Every case's rank, parsed once."""
     out = {}
     for case in CASES:
+        if case.shared and not TRACES.is_dir():
+            continue
         if (case.file, case.rank) not in out:
             traces = parse_file(TRACES / case.file)
             trace = next(t for t in traces if t.rank == case.rank)
@@ -289,6 +329,8 @@ def _mismatch_report(want: frozenset[Row], got: frozenset[Row]) -> str:
 @pytest.mark.parametrize("version", VERSIONS)
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.key)
 def test_native_emulation_equals_hta(version: str, case: Case, oracle: dict, sources: dict) -> None:
+    if case.shared and not TRACES.is_dir():
+        pytest.skip(f"real traces not at {TRACES}")
     want = oracle[(version, case.key)]
     built = build_rank(
         sources[(case.file, case.rank)], emulate(version), Window(case.annotation, case.instance)
@@ -322,6 +364,7 @@ def native_db(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return db
 
 
+@needs_traces
 @pytest.mark.parametrize("version", VERSIONS)
 def test_loaded_edge_set_equals_hta(version: str, native_db: Path, oracle: dict) -> None:
     """Through the database: DEP rows of `native:<version>` equal HTA's export."""
@@ -351,6 +394,7 @@ def test_loaded_edge_set_equals_hta(version: str, native_db: Path, oracle: dict)
             assert summary.path_length_ns == want.length_ns
 
 
+@needs_traces
 @pytest.mark.parametrize("version", VERSIONS)
 def test_diff_against_htas_own_edge_set_shows_nothing(version: str, native_db: Path) -> None:
     """`tracegraph diff DB native:<version> <version>`: no edge, flag or length differs."""
