@@ -3,6 +3,7 @@ files equal their per-rank files, folders, and several runs in one database."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from collections import Counter
 from decimal import Decimal
@@ -11,6 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.ingest.errors import IngestError, TraceFormatError
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.pipeline import trace_files as pipeline_files
@@ -224,10 +226,9 @@ def test_folder_without_trace_files_is_a_trace_format_error(tmp_path: Path):
         pipeline_files([tmp_path / "missing.json"])
 
 
-@needs_traces
 def test_one_rank_twice_in_a_run_is_an_error_naming_both_files(tmp_path: Path):
-    first = trace("hta/critical_path/cuda_event_sync/event_sync_trace.json.gz")
-    second = trace("hta/critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz")
+    (first,) = write_per_rank(SyntheticConfig(ranks=1, steps=1, layers=1), tmp_path / "a")
+    (second,) = write_per_rank(SyntheticConfig(ranks=1, steps=1, layers=2), tmp_path / "b")
     with pytest.raises(TraceFormatError) as caught:
         ingest([first, second], tmp_path / "x.kuzu")
     assert str(first) in str(caught.value) and str(second) in str(caught.value)
@@ -287,8 +288,18 @@ def test_negative_rank_is_refused_or_keyed_apart_per_run(tmp_path: Path):
         assert scalar(store, "MATCH (n:Op) RETURN count(DISTINCT n.id)") == 2
 
 
-FAULTS = "cpu_ddp_2r_faults"
-FAULT_RANKS = ["rank0.step6.pt.trace.json.gz", "rank1.step6.pt.trace.json.gz"]
+JOB_RANKS = ["rank0.trace.json", "rank1.trace.json"]
+
+
+@pytest.fixture
+def job(tmp_path: Path) -> Path:
+    """A job's folder as a capture leaves it (no ../shared needed): one synthetic trace per
+    rank, and its run metadata, JSON but no trace, in a subfolder."""
+    folder = tmp_path / "job"
+    write_per_rank(SyntheticConfig(ranks=2, steps=1, layers=1), folder)
+    (folder / "meta").mkdir()
+    (folder / "meta" / "run_meta.json").write_text('{"world_size": 2, "backend": "gloo"}')
+    return folder
 
 
 def _sources(db: Path) -> tuple[str, list[str]]:
@@ -297,46 +308,42 @@ def _sources(db: Path) -> tuple[str, list[str]]:
     return run["name"], json.loads(run["sources"])
 
 
-@needs_traces
-def test_folder_gives_the_trace_files_directly_in_it(tmp_path: Path):
-    folder = trace(FAULTS)
-    assert [p.name for p in pipeline_files([folder])] == FAULT_RANKS
+def test_folder_gives_the_trace_files_directly_in_it(tmp_path: Path, job: Path):
+    folder = job
+    assert [p.name for p in pipeline_files([folder])] == JOB_RANKS
     deep = pipeline_files([folder], recursive=True)
-    assert [str(p.relative_to(folder)) for p in deep] == ["meta/run_meta.json", *FAULT_RANKS]
+    assert [str(p.relative_to(folder)) for p in deep] == ["meta/run_meta.json", *JOB_RANKS]
     db = tmp_path / "flat.kuzu"
     result = ingest([folder], db)
     assert [r.rank for r in result.ranks] == [0, 1] and result.skipped == ()
-    assert _sources(db) == (FAULTS, [str(folder / name) for name in FAULT_RANKS])
+    assert _sources(db) == ("job", [str(folder / name) for name in JOB_RANKS])
 
 
-@needs_traces
-def test_recursive_folder_skips_a_json_that_is_no_trace(tmp_path: Path):
-    folder = trace(FAULTS)
+def test_recursive_folder_skips_a_json_that_is_no_trace(tmp_path: Path, job: Path):
+    folder = job
     db = tmp_path / "deep.kuzu"
     result = ingest([folder], db, IngestOptions(recursive=True))
     assert result.skipped == (("meta/run_meta.json", "not a trace (no traceEvents)"),)
     assert [r.rank for r in result.ranks] == [0, 1]
     # the run is named after the folder, and records only the traces it holds
-    assert _sources(db) == (FAULTS, [str(folder / name) for name in FAULT_RANKS])
+    assert _sources(db) == ("job", [str(folder / name) for name in JOB_RANKS])
 
 
-@needs_traces
-def test_a_named_file_that_is_no_trace_is_still_an_error(tmp_path: Path):
-    meta = trace(FAULTS) / "meta" / "run_meta.json"
+def test_a_named_file_that_is_no_trace_is_still_an_error(tmp_path: Path, job: Path):
+    meta = job / "meta" / "run_meta.json"
     with pytest.raises(TraceFormatError) as caught:
         ingest([meta], tmp_path / "x.kuzu", IngestOptions(recursive=True))
     assert caught.value.path == str(meta) and "traceEvents" in caught.value.reason
     assert not (tmp_path / "x.kuzu").exists()
 
 
-@needs_traces
-def test_a_folder_of_no_traces_is_an_error_that_changes_nothing(tmp_path: Path):
+def test_a_folder_of_no_traces_is_an_error_that_changes_nothing(tmp_path: Path, job: Path):
     db = tmp_path / "kept.kuzu"
-    ingest([trace("hta/critical_path/cuda_event_sync")], db, IngestOptions(run="kept"))
+    ingest([job / JOB_RANKS[0]], db, IngestOptions(run="kept"))
     before = db.read_bytes()
-    meta = trace(FAULTS) / "meta"
+    meta = job / "meta"
     with pytest.raises(TraceFormatError) as caught:
-        ingest([trace(FAULTS), meta], db, IngestOptions(run="new"))
+        ingest([job, meta], db, IngestOptions(run="new"))
     assert caught.value.path == str(meta)
     assert caught.value.reason == "folder holds no traces (run_meta.json: not a trace)"
     assert db.read_bytes() == before
@@ -345,22 +352,20 @@ def test_a_folder_of_no_traces_is_an_error_that_changes_nothing(tmp_path: Path):
         assert scalar(store, "MATCH (r:Run) RETURN count(*)") == 1
 
 
-@needs_traces
-def test_a_folder_with_traces_only_in_subfolders_says_recursive(tmp_path: Path):
-    folder = trace("hta/critical_path")
-    with pytest.raises(TraceFormatError, match="in its subfolders \\(use --recursive\\)"):
+def test_a_folder_with_traces_only_in_subfolders_says_recursive(tmp_path: Path, job: Path):
+    folder = tmp_path  # holds job/ (two traces and run_meta.json) and nothing else
+    with pytest.raises(TraceFormatError, match="3 in its subfolders \\(use --recursive\\)"):
         ingest([folder], tmp_path / "x.kuzu")
-    assert len(pipeline_files([folder], recursive=True)) >= 4
+    assert len(pipeline_files([folder], recursive=True)) == 3
     assert not (tmp_path / "x.kuzu").exists()
 
 
-@needs_traces
-def test_a_broken_trace_in_a_folder_is_an_error_not_skipped(tmp_path: Path):
+def test_a_broken_trace_in_a_folder_is_an_error_not_skipped(tmp_path: Path, job: Path):
     folder = tmp_path / "traces"
     folder.mkdir()
-    good = trace("hta/critical_path/cuda_event_sync/event_sync_trace.json.gz")
-    (folder / "rank0.json.gz").symlink_to(good)
-    (folder / "rank1.json.gz").write_bytes(good.read_bytes()[:5_000])
+    good = job / JOB_RANKS[0]
+    (folder / "rank0.json.gz").write_bytes(gzip.compress(good.read_bytes()))
+    (folder / "rank1.json.gz").write_bytes(gzip.compress(good.read_bytes())[:5_000])
     (folder / "notes.json").write_text('{"comment": "not a trace"}')
     with pytest.raises(TraceFormatError) as caught:
         ingest([folder], tmp_path / "x.kuzu")
