@@ -115,18 +115,22 @@ def _not_a_trace(path: Path) -> str | None:
     no JSON at all). Only files that failed are read again, so this costs nothing otherwise;
     a large one is scanned block by block, never held."""
     try:
-        large = path.stat().st_size > WHOLE_CHECK_BYTES
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
     except OSError:
         return None
-    if large:
+    if size > (WHOLE_CHECK_BYTES // 64 if gzipped else WHOLE_CHECK_BYTES):
         top = TopLevel()
         blocks = json_blocks(path, ParseOptions(), whole_up_to=0)
         try:
-            for _ in scan_events(blocks, frozenset(), top):
+            for _ in scan_events(blocks, frozenset({"traceEvents"}), top):
                 pass
         except (ScanError, TraceFormatError):
             return None
-        return "not a trace (no traceEvents)" if not top.has_events else None
+        if top.has_events or "traceEvents" in top.values:  # a trace, or a broken one
+            return None
+        return "not a trace (no traceEvents)"
     try:
         document = json.loads(read_trace_bytes(path))
     except (TraceFormatError, ValueError, RecursionError):

@@ -182,7 +182,7 @@ def write_transaction(path: Path) -> Iterator[GraphStore]:
                 store = GraphStore(staging, read_only=False, timeout_ms=0)
                 store.create_schema()
                 store.begin()
-            with _named(given, staging):
+            with _renamed(given, staging):
                 yield store
             with _named(given, staging):
                 store.commit()
@@ -220,6 +220,18 @@ def _writable_target(given: Path) -> Path:
     except OSError as exc:
         raise IngestError(f"{given}: cannot create {parent} ({exc.strerror})") from exc
     return target
+
+
+@contextmanager
+def _renamed(given: Path, staging: Path) -> Iterator[None]:
+    """The store's one-line errors from the work inside a transaction, naming the database the
+    user gave instead of its staging copy; every other error as it was raised."""
+    try:
+        yield
+    except IngestError as exc:
+        if str(staging) not in str(exc):
+            raise
+        raise IngestError(str(exc).replace(str(staging), str(given))) from exc
 
 
 @contextmanager

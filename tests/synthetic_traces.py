@@ -1,10 +1,12 @@
-"""Synthetic traces for tests that need no ../shared: per-rank files written once per version of
-the generator into the system's temp folder, with a fixed mtime, so that answers cached by file
-identity (HTA's, in the oracle tests) stay valid from one session to the next."""
+"""Synthetic traces for tests that need no ../shared: per-rank files written once per generator
+version and config into the system's temp folder (with a fixed mtime), shared by the test
+processes that ask for the same ones."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -17,16 +19,21 @@ FIXED_MTIME_NS = 1_700_000_000_000_000_000
 
 
 def synthetic_rank_files(name: str, config: SyntheticConfig) -> tuple[Path, ...]:
-    """The rank files (rank order) of `config`, under a folder named `name`."""
-    digest = hashlib.sha1(Path(synthetic.__file__).read_bytes()).hexdigest()[:8]
-    folder = Path(tempfile.gettempdir()) / f"tracegraph-test-synthetic-{digest}" / name
+    """The rank files (rank order) of `config`, in a folder named after `name`, the generator's
+    source and the config (another config never gets these files)."""
+    key = Path(synthetic.__file__).read_bytes() + json.dumps(dataclasses.asdict(config)).encode()
+    digest = hashlib.sha1(key).hexdigest()[:12]
+    folder = Path(tempfile.gettempdir()) / "tracegraph-test-synthetic" / f"{name}-{digest}"
     files = tuple(folder / f"rank{r}.trace.json" for r in range(config.ranks))
-    if not all(f.exists() for f in files):
-        partial = folder.with_name(f".{name}.{os.getpid()}")
+    if folder.is_dir():  # renamed into place whole: complete
+        return files
+    partial = folder.with_name(f".{folder.name}.{os.getpid()}")
+    shutil.rmtree(partial, ignore_errors=True)
+    write_per_rank(config, partial)
+    for written in partial.iterdir():
+        os.utime(written, ns=(FIXED_MTIME_NS, FIXED_MTIME_NS))
+    try:
+        partial.rename(folder)
+    except OSError:  # another process put the same files there first
         shutil.rmtree(partial, ignore_errors=True)
-        write_per_rank(config, partial)
-        for written in partial.iterdir():
-            os.utime(written, ns=(FIXED_MTIME_NS, FIXED_MTIME_NS))
-        shutil.rmtree(folder, ignore_errors=True)
-        partial.replace(folder)
     return files

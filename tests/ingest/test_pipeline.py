@@ -364,12 +364,14 @@ def test_a_broken_trace_in_a_folder_is_an_error_not_skipped(tmp_path: Path, job:
     folder = tmp_path / "traces"
     folder.mkdir()
     good = job / JOB_RANKS[0]
-    (folder / "rank0.json.gz").write_bytes(gzip.compress(good.read_bytes()))
-    (folder / "rank1.json.gz").write_bytes(gzip.compress(good.read_bytes())[:5_000])
+    packed = gzip.compress(good.read_bytes())
+    (folder / "rank0.json.gz").write_bytes(packed)
+    (folder / "rank1.json.gz").write_bytes(packed[: len(packed) // 2])  # truncated
     (folder / "notes.json").write_text('{"comment": "not a trace"}')
     with pytest.raises(TraceFormatError) as caught:
         ingest([folder], tmp_path / "x.kuzu")
     assert caught.value.path == str(folder / "rank1.json.gz")
+    assert "gzip" in caught.value.reason  # refused as broken, not as a second rank 0
     assert not (tmp_path / "x.kuzu").exists()
 
 
@@ -387,3 +389,23 @@ def test_a_cpu_only_rank_before_a_gpu_rank_loads_both(tmp_path: Path):
         assert scalar(store, "MATCH (n:Kernel) RETURN count(*)") == gpu_counts["Kernel"] > 0
         launches = scalar(store, "MATCH ()-[e:LAUNCHES]->() RETURN count(*)")
     assert launches == result.edges["LAUNCHES"] > 0
+
+
+@pytest.mark.parametrize(
+    ("payload", "skipped"),
+    [({"samples": "x" * (9 << 20)}, True), ({"traceEvents": None, "pad": "x" * (9 << 20)}, False)],
+    ids=["no traceEvents: skipped", "traceEvents null: a broken trace"],
+)
+def test_a_large_json_in_a_folder_is_told_apart_without_loading_it(
+    tmp_path: Path, job: Path, payload: dict, skipped: bool
+):
+    big = job / "big.json"
+    big.write_text(json.dumps(payload))  # over WHOLE_CHECK_BYTES: scanned, not loaded
+    if skipped:
+        result = ingest([job], tmp_path / "x.kuzu")
+        assert result.skipped == (("big.json", "not a trace (no traceEvents)"),)
+        assert [r.rank for r in result.ranks] == [0, 1]
+    else:
+        with pytest.raises(TraceFormatError) as caught:
+            ingest([job], tmp_path / "x.kuzu")
+        assert caught.value.path == str(big)

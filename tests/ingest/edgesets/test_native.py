@@ -113,7 +113,7 @@ CASES = [
         "synthetic-stacks-step1",
         _synthetic(
             "stacks",
-            SyntheticConfig(ranks=2, steps=2, layers=2, python_stacks=True, annotate=True,
+            SyntheticConfig(ranks=2, steps=3, layers=2, python_stacks=True, annotate=True,
                             late_rank=1, late_us=1_000),  # fmt: skip
             1,
         ),
@@ -203,6 +203,8 @@ def _ident(env: HtaEnv, case: Case) -> dict[str, object]:
         "file": str(path),
         "size": stat.st_size,
         "mtime_ns": stat.st_mtime_ns,
+        # a synthetic file's mtime is fixed: its content is what tells one from another
+        "content": None if case.shared else hashlib.sha256(path.read_bytes()).hexdigest(),
         "rank": case.rank,
         "annotation": case.annotation,
         "instance": case.instance,
