@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import re
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from pathlib import Path
@@ -823,72 +823,86 @@ _NEEDS_RANK = pa.array(["Op", "Runtime", "Kernel", "sync", "flow"])
 def _event_ranks(
     path: Path, events: pa.Table, metadata: dict[int, dict[int, int]], options: ParseOptions
 ) -> pa.Array:
-    """Rank of each event: args.rank, else its pid's rank (--rank-of-pid, process metadata,
-    or the single rank the pid's other events name). A pid the metadata names with two ranks,
-    or with another rank than one of its events' args.rank, is an error (unless given by
-    --rank-of-pid) where it matters."""
+    """Rank of each event: args.rank, else its pid's rank (`resolve_pid_ranks`)."""
+    pairs, needing = rank_facts(events)
+    pid_rank = resolve_pid_ranks(path, metadata, pairs, needing, options)
+    return pc.coalesce(events["arg_rank"], _rank_by_pid(events["pid"], pid_rank))
+
+
+def rank_facts(
+    events: pa.Table,
+) -> tuple[dict[tuple[int | None, int], int], list[int | None]]:
+    """What events say of their ranks: (pid, args.rank) → the first ev_idx saying it, and the
+    pids (first seen first) of events that need a rank and carry no args.rank."""
+    ranked = events.select(["pid", "arg_rank", "ev_idx"]).filter(pc.is_valid(events["arg_rank"]))
+    firsts = ranked.group_by(["pid", "arg_rank"], use_threads=False).aggregate([("ev_idx", "min")])
+    columns = (firsts[c].to_pylist() for c in ("pid", "arg_rank", "ev_idx_min"))
+    pairs = {(pid, rank): ev for pid, rank, ev in zip(*columns, strict=True)}
+    needs = pc.and_(pc.is_null(events["arg_rank"]), pc.is_in(events["label"], _NEEDS_RANK))
+    return pairs, pc.unique(pc.filter(events["pid"], needs)).to_pylist()
+
+
+def resolve_pid_ranks(
+    path: Path,
+    metadata: Mapping[int, Mapping[int, int]],
+    pairs: Mapping[tuple[int | None, int], int],
+    needing: Iterable[int | None],
+    options: ParseOptions,
+) -> dict[int, int]:
+    """pid → rank for the events without args.rank of a merged file: --rank-of-pid, else the
+    one rank process metadata names, else the one rank the pid's other events name. From what
+    the file says: `metadata` pid → {rank: first event naming it}, `pairs` (pid, args.rank) →
+    first ev_idx, `needing` the pids (first seen first) of events that need a rank and carry
+    no args.rank. A pid labelled with another rank than an event on it says, or left without
+    a rank (or labelled two) where an event needs one, is an error naming the events."""
     given = set(options.rank_of_pid)
     named = {pid: ranks for pid, ranks in metadata.items() if pid not in given}
-    _check_named_ranks(path, events, named)
-    pid_rank = _pid_ranks_from_args(events)
-    pid_rank.update({pid: next(iter(ranks)) for pid, ranks in named.items() if len(ranks) == 1})
-    for pid in (pid for pid, ranks in named.items() if len(ranks) > 1):
-        pid_rank.pop(pid, None)
+    single = {pid: next(iter(ranks)) for pid, ranks in named.items() if len(ranks) == 1}
+    clashes = [
+        (ev, pid, rank)
+        for (pid, rank), ev in pairs.items()
+        if pid in single and single[pid] != rank
+    ]
+    if clashes:
+        ev, pid, rank = min(clashes)
+        raise TraceFormatError(
+            path,
+            f"pid {pid} is labelled rank {single[pid]} (process_name metadata, event "
+            f"{named[pid][single[pid]]}) but event {ev} on it says args.rank {rank}; pass "
+            f"--rank-of-pid {pid}=RANK if the pid is shared",
+        )
+    from_args: dict[int, set[int]] = {}
+    for maybe_pid, arg_rank in pairs:
+        if maybe_pid is not None:
+            from_args.setdefault(maybe_pid, set()).add(arg_rank)
+    pid_rank = {p: min(r) for p, r in from_args.items() if len(r) == 1}
+    pid_rank.update(single)
+    for p in (p for p, ranks in named.items() if len(ranks) > 1):
+        pid_rank.pop(p, None)
     pid_rank.update(options.rank_of_pid)
-    by_pid = _rank_by_pid(events["pid"], pid_rank)
-    rank = pc.coalesce(events["arg_rank"], by_pid)
-    needed = pc.and_(pc.is_null(rank), pc.is_in(events["label"], _NEEDS_RANK))
-    if pc.any(needed).as_py():
-        orphans = pc.unique(pc.filter(events["pid"], needed)).to_pylist()
-        for pid in orphans:
-            if pid in named and len(named[pid]) > 1:
-                labels = sorted(named[pid].items())[:2]
-                raise TraceFormatError(
-                    path,
-                    f"pid {pid} is labelled both rank {labels[0][0]} and rank {labels[1][0]} "
-                    f"(process_name metadata, events {labels[0][1]} and {labels[1][1]}) and "
-                    f"events on it carry no args.rank; pass --rank-of-pid {pid}=RANK",
-                )
+    orphans = [p for p in needing if p is None or p not in pid_rank]
+    for orphan in orphans:
+        if orphan is not None and orphan in named and len(named[orphan]) > 1:
+            labels = sorted(named[orphan].items())[:2]
+            raise TraceFormatError(
+                path,
+                f"pid {orphan} is labelled both rank {labels[0][0]} and rank {labels[1][0]} "
+                f"(process_name metadata, events {labels[0][1]} and {labels[1][1]}) and "
+                f"events on it carry no args.rank; pass --rank-of-pid {orphan}=RANK",
+            )
+    if orphans:
         raise TraceFormatError(
             path,
             f"merged multi-rank trace: cannot tell the rank of events on pid(s) {orphans[:5]}; "
             "pass --rank-of-pid PID=RANK for each",
         )
-    return rank
+    return pid_rank
 
 
 def _rank_by_pid(pid: pa.ChunkedArray, pid_rank: Mapping[int, int]) -> pa.ChunkedArray:
     pids = pa.array(list(pid_rank), pa.int64())
     ranks = pa.array(list(pid_rank.values()), pa.int64())
     return pc.take(ranks, pc.index_in(pid, value_set=pids))
-
-
-def _check_named_ranks(path: Path, events: pa.Table, named: dict[int, dict[int, int]]) -> None:
-    """An event whose args.rank is not the one rank its pid's metadata names is an error."""
-    single = {pid: next(iter(ranks)) for pid, ranks in named.items() if len(ranks) == 1}
-    if not single:
-        return
-    meta_rank = _rank_by_pid(events["pid"], single)
-    clash = pc.fill_null(pc.not_equal(events["arg_rank"], meta_rank), False)
-    if not pc.any(clash).as_py():
-        return
-    row = pc.index(clash, True).as_py()
-    pid, ev_idx = events["pid"][row].as_py(), events["ev_idx"][row].as_py()
-    arg_rank = events["arg_rank"][row].as_py()
-    meta_idx = named[pid][single[pid]]
-    raise TraceFormatError(
-        path,
-        f"pid {pid} is labelled rank {single[pid]} (process_name metadata, event {meta_idx}) "
-        f"but event {ev_idx} on it says args.rank {arg_rank}; pass --rank-of-pid {pid}=RANK "
-        "if the pid is shared",
-    )
-
-
-def _pid_ranks_from_args(events: pa.Table) -> dict[int, int]:
-    pairs = events.select(["pid", "arg_rank"]).drop_null()
-    grouped = pairs.group_by("pid").aggregate([("arg_rank", "min"), ("arg_rank", "max")])
-    lo, hi = grouped["arg_rank_min"].to_pylist(), grouped["arg_rank_max"].to_pylist()
-    return {p: a for p, a, b in zip(grouped["pid"].to_pylist(), lo, hi, strict=True) if a == b}
 
 
 def _rank_trace(

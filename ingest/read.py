@@ -95,16 +95,10 @@ class _Seen:
             self.first_ts = first if self.first_ts is None else min(self.first_ts, first)
         if last is not None:
             self.last_end = last if self.last_end is None else max(self.last_end, last)
-        ranked = table.select(["pid", "arg_rank", "ev_idx"]).filter(pc.is_valid(table["arg_rank"]))
-        firsts = ranked.group_by(["pid", "arg_rank"], use_threads=False).aggregate(
-            [("ev_idx", "min")]
-        )
-        columns = (firsts[c].to_pylist() for c in ("pid", "arg_rank", "ev_idx_min"))
-        for pid, rank, ev in zip(*columns, strict=True):
-            self.pairs.setdefault((pid, rank), ev)
-        needs = pc.and_(pc.is_null(table["arg_rank"]), pc.is_in(table["label"], parse._NEEDS_RANK))
-        pids = pc.unique(pc.filter(table["pid"], needs)).to_pylist()
-        self.pids_needing_rank.update(dict.fromkeys(pids))
+        pairs, needing = parse.rank_facts(table)
+        for pair, ev in pairs.items():
+            self.pairs.setdefault(pair, ev)  # blocks come in file order: the first stays
+        self.pids_needing_rank.update(dict.fromkeys(needing))
 
 
 def _counts(values: pa.Array | pa.ChunkedArray) -> dict[str, int]:
@@ -199,7 +193,9 @@ def _ranks(
         return
     if options.rank is not None:
         raise TraceFormatError(path, "holds several ranks; --rank applies to single-rank files")
-    pid_rank = _pid_ranks(path, seen, options)
+    pid_rank = parse.resolve_pid_ranks(
+        path, seen.named, seen.pairs, seen.pids_needing_rank, options
+    )
     keys_of: dict[int, list[Key]] = {}
     for key in spill.keys():
         tag, value = key
@@ -214,53 +210,6 @@ def _ranks(
         events = spill.take(keys_of.pop(rank))
         assert events is not None
         yield parse._rank_trace(path, rank, events, top, world_size)
-
-
-def _pid_ranks(path: Path, seen: _Seen, options: ParseOptions) -> dict[int, int]:
-    """pid → rank for events without args.rank, with the in-memory parse's rules and errors
-    (`parse._event_ranks`), from what was gathered instead of from all the rows."""
-    given = set(options.rank_of_pid)
-    named = {pid: ranks for pid, ranks in seen.named.items() if pid not in given}
-    single = {pid: next(iter(ranks)) for pid, ranks in named.items() if len(ranks) == 1}
-    clashes = [
-        (ev, pid, rank)
-        for (pid, rank), ev in seen.pairs.items()
-        if pid in single and single[pid] != rank
-    ]
-    if clashes:
-        ev, pid, rank = min(clashes)
-        raise TraceFormatError(
-            path,
-            f"pid {pid} is labelled rank {single[pid]} (process_name metadata, event "
-            f"{named[pid][single[pid]]}) but event {ev} on it says args.rank {rank}; pass "
-            f"--rank-of-pid {pid}=RANK if the pid is shared",
-        )
-    from_args: dict[int, set[int]] = {}
-    for maybe_pid, arg_rank in seen.pairs:
-        if maybe_pid is not None:
-            from_args.setdefault(maybe_pid, set()).add(arg_rank)
-    pid_rank = {p: min(r) for p, r in from_args.items() if len(r) == 1}
-    pid_rank.update(single)
-    for p in (p for p, ranks in named.items() if len(ranks) > 1):
-        pid_rank.pop(p, None)
-    pid_rank.update(options.rank_of_pid)
-    orphans = [p for p in seen.pids_needing_rank if p is None or p not in pid_rank]
-    for orphan in orphans:
-        if orphan is not None and orphan in named and len(named[orphan]) > 1:
-            labels = sorted(named[orphan].items())[:2]
-            raise TraceFormatError(
-                path,
-                f"pid {orphan} is labelled both rank {labels[0][0]} and rank {labels[1][0]} "
-                f"(process_name metadata, events {labels[0][1]} and {labels[1][1]}) and "
-                f"events on it carry no args.rank; pass --rank-of-pid {orphan}=RANK",
-            )
-    if orphans:
-        raise TraceFormatError(
-            path,
-            f"merged multi-rank trace: cannot tell the rank of events on pid(s) {orphans[:5]}; "
-            "pass --rank-of-pid PID=RANK for each",
-        )
-    return pid_rank
 
 
 def sweep_spills(at: Path) -> None:

@@ -238,11 +238,8 @@ def _renamed(given: Path, staging: Path) -> Iterator[None]:
 def _named(given: Path, staging: Path) -> Iterator[None]:
     """Store and file-system errors as one line naming the database the user gave."""
     try:
-        yield
-    except IngestError as exc:
-        if str(staging) not in str(exc):
-            raise
-        raise IngestError(str(exc).replace(str(staging), str(given))) from exc
+        with _renamed(given, staging):
+            yield
     except OSError as exc:
         raise IngestError(f"{given}: writing the database failed ({exc.strerror})") from exc
     except RuntimeError as exc:
