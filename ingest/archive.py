@@ -2,8 +2,13 @@
 database, so that no command after `ingest` needs the trace files (they may move or go).
 
 `DB.archive/run-<run_idx>-<key>/rank-<r>.parquet` holds one rank's source rows (the event
-columns the native builder reads, `frame.FrameSource`). The ingest writes them a rank at
-a time into a partial folder, renamed into place just before the database itself is swapped in;
+columns the native builder reads, `frame.FrameSource`); `sources/` holds each trace file the
+run was read from, byte for byte (a gzipped file as it is, a plain one zstd-compressed, about a
+tenth of its size), listed in `sources.json` by the path the database records. HTA parses the
+JSON itself and numbers events by their position in the file, so it is given those bytes: its
+edges are keyed to the same events as from the original file. The ingest writes ranks a rank at
+a time, and copies files on a thread of its own while the next one parses, into a partial
+folder, renamed into place just before the database itself is swapped in;
 a folder that no run of the database owns (an ingest that failed or was killed) is removed by
 the next ingest. `<key>` is derived from the run's ingest time, so a folder left by an older
 database of the same name is never taken for a newer run's.
@@ -12,9 +17,11 @@ database of the same name is never taken for a newer run's.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -44,18 +51,30 @@ class ArchiveWriter:
         self.partial = archive_root(db) / f".partial-{run_idx}-{os.getpid()}"
         shutil.rmtree(self.partial, ignore_errors=True)
         with self._errors():
-            self.partial.mkdir(parents=True)
+            (self.partial / SOURCES).mkdir(parents=True)
+        self._copier = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegraph-archive")
+        self._copies: dict[str, Future[str]] = {}
 
     def add(self, rank: int, rows: pa.Table) -> None:
         with self._errors():
             pq.write_table(rows, self.partial / f"rank-{rank}.parquet", compression="zstd")
 
+    def add_source(self, path: Path) -> None:
+        """Copy a trace file the run is read from (on the writer's thread; `finish` waits)."""
+        if str(path) not in self._copies:
+            target = self.partial / SOURCES / f"{len(self._copies)}"
+            self._copies[str(path)] = self._copier.submit(_copy_source, Path(path), target)
+
     def finish(self, ingested_at: str) -> None:
         with self._errors():
+            manifest = {source: copy.result() for source, copy in self._copies.items()}
+            self._copier.shutdown()
+            (self.partial / MANIFEST).write_text(json.dumps(manifest, indent=1))
             os.replace(self.partial, run_folder(self.db, self.run_idx, ingested_at))
 
     def abandon(self, ingested_at: str | None) -> None:
         """Remove what this writer wrote (call only when the database was not swapped in)."""
+        self._copier.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(self.partial, ignore_errors=True)
         if ingested_at is not None:
             shutil.rmtree(run_folder(self.db, self.run_idx, ingested_at), ignore_errors=True)
@@ -99,6 +118,51 @@ def read_rank(folder: Path, rank: int) -> pa.Table | None:
         return pq.read_table(folder / f"rank-{rank}.parquet")
     except (OSError, pa.ArrowException):
         return None
+
+
+SOURCES = "sources"
+MANIFEST = "sources.json"
+_ZSTD = "zstd"
+_STEP = 8 << 20
+
+
+def _copy_source(path: Path, target: Path) -> str:
+    """Copy `path` to `target` + a suffix saying how it is kept; the copy's name in `sources/`."""
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+        f.seek(0)
+        if gzipped:
+            out = target.with_name(target.name + ".json.gz")
+            with open(out, "wb") as dst:
+                shutil.copyfileobj(f, dst, _STEP)
+        else:
+            out = target.with_name(target.name + ".json.zst")
+            with pa.CompressedOutputStream(str(out), _ZSTD) as dst:
+                while block := f.read(_STEP):
+                    dst.write(block)
+    return out.name
+
+
+def source_copy(folder: Path, source: str, into: Path) -> Path | None:
+    """The archived bytes of trace file `source` as a file HTA can read (a gzipped copy as it
+    is; a compressed plain one written out under `into`), or None when the run has none."""
+    try:
+        name = json.loads((folder / MANIFEST).read_text()).get(source)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(name, str) or not (folder / SOURCES / name).is_file():
+        return None
+    copy = folder / SOURCES / name
+    if name.endswith(".json.gz"):
+        return copy
+    out = into / name.removesuffix(".zst")
+    try:
+        with pa.input_stream(str(copy), compression=_ZSTD) as src, open(out, "wb") as dst:
+            while block := src.read(_STEP):
+                dst.write(block)
+    except (OSError, pa.ArrowException):
+        return None
+    return out
 
 
 def _runs(store: GraphStore) -> list[tuple[int, str]]:

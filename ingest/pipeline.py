@@ -175,7 +175,7 @@ def ingest(
             # The edge-set builders' inputs, archived with the run: no later command reads the
             # traces again.
             writer = archive.ArchiveWriter(db, run_idx)
-            traces = _rank_traces(found, parse_options, report, files, skipped)
+            traces = _rank_traces(found, parse_options, report, files, skipped, writer.add_source)
             result = _load(store, _archived(traces, writer), run, run_idx, files, ingested_at)
             writer.finish(ingested_at)  # in place before the database that names it
     except BaseException:
@@ -210,9 +210,11 @@ def _rank_traces(
     report: Progress,
     files: list[Path],
     skipped: list[tuple[str, str]],
+    keep_source: Callable[[Path], None],
 ) -> Generator[RankTrace, None, None]:
     """The ranks of each file in turn; only one file's events are held at a time. Files
-    parsed are appended to `files`; a folder's files that are no trace to `skipped`."""
+    parsed are appended to `files` and handed to `keep_source`; a folder's files that are no
+    trace to `skipped`."""
     owner: dict[int, str] = {}
     from_folder: dict[Path, int] = {}
     passed_over: dict[Path, list[str]] = {}
@@ -231,6 +233,7 @@ def _rank_traces(
                 passed_over.setdefault(source.folder, []).append(source.name)
                 continue
             files.append(path)
+            keep_source(path)
             if source.folder is not None:
                 from_folder[source.folder] = from_folder.get(source.folder, 0) + 1
             held = [first]

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from tracegraph.ingest import archive
 from tracegraph.ingest.errors import IngestError
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore, QueryError
@@ -38,6 +39,7 @@ class Snapshot:
     def copy_to(self, folder: Path) -> Path:
         db = folder / "graph.kuzu"
         shutil.copyfile(self.db, db)
+        shutil.copytree(archive.archive_root(self.db), archive.archive_root(db))
         return db
 
     def assert_unchanged(self, db: Path) -> None:
@@ -45,6 +47,18 @@ class Snapshot:
         assert not db.with_name(db.name + ".wal").exists()
         with GraphStore(db) as store:
             assert (run_names(store), label_counts(store)) == (self.runs, self.counts)
+            assert archive_folders(db, store) == {"base"}  # a killed ingest's folder is no run's
+
+
+def archive_folders(db: Path, store: GraphStore) -> set[str]:
+    """The runs whose archive folder is in place (rank rows and trace bytes both there)."""
+    owned = {}
+    for r in rows(store, "MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx"):
+        folder = archive.run_archive(db, store, r["idx"])
+        if folder is not None and list(folder.glob("rank-*.parquet")):
+            assert list((folder / archive.SOURCES).iterdir()), folder
+            owned[r["name"]] = folder
+    return set(owned)
 
 
 def run_names(store: GraphStore) -> list[str]:
@@ -226,3 +240,6 @@ def test_ingest_killed_at_any_moment_leaves_the_database_as_it_was(
         assert run_names(store) == ["after", "base"]
         base_ops = "MATCH (n:Op) WHERE n.run = 'base' RETURN count(*) AS n"
         assert rows(store, base_ops) == [{"n": one_run.counts["Op"]}]
+        assert archive_folders(before_swap.db, store) == {"after", "base"}
+    # the killed ingests' folders are gone: only the two runs' remain
+    assert len(list(archive.archive_root(before_swap.db).iterdir())) == 2

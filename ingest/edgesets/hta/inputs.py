@@ -1,5 +1,7 @@
 """What HTA is given: the run's ranks read from the database, one trace file per rank.
 
+The bytes come from the run's archive (`archive.source_copy`), so the traces may have moved or
+gone since the ingest; a run ingested before archives held them reads the original files.
 HTA numbers events by their position in the file it reads. A rank that has a file of its own is
 given that file unchanged, so HTA's ev_idx is ours. The ranks of a merged multi-rank file are each
 written to a temporary file of their own, and `ev_idx_of` maps HTA's positions in it back to the
@@ -19,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import schema
+from ...archive import run_archive, source_copy
 from ...errors import TraceFormatError
 from ...parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
 from ...store import GraphStore
@@ -40,6 +43,7 @@ class RunNodes:
     node_labels: np.ndarray
     pid_ranks: dict[int, int]  # pids whose event nodes all belong to one rank
     ingested_at: str
+    archive: Path | None  # the run's archive folder (None: ingested before archives)
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,7 @@ def read_run(db: Path, run: str | None) -> RunNodes:
     with GraphStore(Path(db), read_only=True) as store:
         source = run_source(store, run)
         ids, labels, pid_ranks = _event_nodes(store, source.run_idx)
+        folder = run_archive(Path(db), store, source.run_idx)
     return RunNodes(
         source.run,
         source.run_idx,
@@ -72,6 +77,7 @@ def read_run(db: Path, run: str | None) -> RunNodes:
         labels,
         pid_ranks,
         source.ingested_at,
+        folder,
     )
 
 
@@ -97,23 +103,37 @@ def _event_nodes(store: GraphStore, run_idx: int) -> tuple[np.ndarray, np.ndarra
 
 
 def rank_inputs(nodes: RunNodes, work_dir: Path) -> list[RankInput]:
-    """One input per rank: the original file, or a per-rank split of a merged file."""
+    """One input per rank: the trace file (its archived bytes), or a per-rank split of a merged
+    file."""
     sharing = Counter(nodes.files.values())
     inputs: list[RankInput] = []
     split_done: dict[str, dict[int, RankInput]] = {}
     for rank, source in sorted(nodes.files.items()):
-        path = Path(source)
-        if not path.is_file():
-            raise EdgeSetError(f"{source}: source trace of run '{nodes.run}' rank {rank} is gone")
+        path = _trace_bytes(nodes, rank, source, work_dir)
         if sharing[source] == 1:
             inputs.append(RankInput(rank, source, _hta_readable(path, rank, work_dir), None))
             continue
         if source not in split_done:
-            split_done[source] = _split_merged(path, nodes, work_dir)
+            split_done[source] = _split_merged(path, source, nodes, work_dir)
         if rank not in split_done[source]:
             raise EdgeSetError(f"{source}: re-reading it found no events of rank {rank}")
         inputs.append(split_done[source][rank])
     return inputs
+
+
+def _trace_bytes(nodes: RunNodes, rank: int, source: str, work_dir: Path) -> Path:
+    """Where the bytes the run was read from are: its archive, else the original file."""
+    if nodes.archive is not None:
+        copy = source_copy(nodes.archive, source, work_dir)
+        if copy is not None:
+            return copy
+    path = Path(source)
+    if not path.is_file():
+        raise EdgeSetError(
+            f"{source}: source trace of run '{nodes.run}' rank {rank} is gone, and the run's "
+            "archive holds no copy (ingested by an older tracegraph: ingest it again)"
+        )
+    return path
 
 
 def _hta_readable(path: Path, rank: int, work_dir: Path) -> Path:
@@ -126,15 +146,18 @@ def _hta_readable(path: Path, rank: int, work_dir: Path) -> Path:
     return link
 
 
-def _split_merged(path: Path, nodes: RunNodes, work_dir: Path) -> dict[int, RankInput]:
-    """Write each rank's events of a merged file, verbatim and in order, to a file of its own."""
-    traces = _reparse(path, nodes)
+def _split_merged(
+    path: Path, source: str, nodes: RunNodes, work_dir: Path
+) -> dict[int, RankInput]:
+    """Write each rank's events of merged file `source` (its bytes at `path`), verbatim and in
+    order, to a file of its own."""
+    traces = _reparse(path, source, nodes)
     data = read_trace_bytes(path)
     try:
         top = msgspec.json.decode(data, type=dict[str, msgspec.Raw])
         events = msgspec.json.decode(top["traceEvents"], type=list[msgspec.Raw])
     except (msgspec.DecodeError, msgspec.ValidationError, KeyError) as exc:
-        raise EdgeSetError(f"{path}: cannot re-read it to split its ranks ({exc})") from exc
+        raise EdgeSetError(f"{source}: cannot re-read it to split its ranks ({exc})") from exc
     dist = _distributed_info(top)
     rest = [
         json.dumps(k).encode() + b": " + bytes(v)
@@ -150,7 +173,7 @@ def _split_merged(path: Path, nodes: RunNodes, work_dir: Path) -> dict[int, Rank
         parts = [header, *(b", " + r for r in rest), b', "traceEvents": [', body, b"]}"]
         target = work_dir / f"rank-{trace.rank}.json"
         target.write_bytes(b"".join(parts))
-        out[trace.rank] = RankInput(trace.rank, str(path), target, keep)
+        out[trace.rank] = RankInput(trace.rank, source, target, keep)
     return out
 
 
@@ -163,7 +186,7 @@ def _distributed_info(top: dict[str, msgspec.Raw]) -> dict[str, object]:
     return {k: v for k, v in info.items() if k != "rank"} if isinstance(info, dict) else {}
 
 
-def _reparse(path: Path, nodes: RunNodes) -> list[RankTrace]:
+def _reparse(path: Path, source: str, nodes: RunNodes) -> list[RankTrace]:
     """The file split by rank as at ingest; a split that disagrees with the database fails."""
     try:
         traces = parse_file(path)
@@ -177,7 +200,7 @@ def _reparse(path: Path, nodes: RunNodes) -> list[RankTrace]:
         events = pc.sum(pc.is_in(labels, pa.array(list(schema.EVENT_LABELS)))).as_py() or 0
         if events != nodes.event_counts[trace.rank]:
             raise EdgeSetError(
-                f"{path}: re-reading it gave {events} events for rank {trace.rank}, the "
+                f"{source}: re-reading it gave {events} events for rank {trace.rank}, the "
                 f"database holds {nodes.event_counts[trace.rank]}; re-ingest the run"
             )
-    return [t for t in traces if t.rank in nodes.files and nodes.files[t.rank] == str(path)]
+    return [t for t in traces if t.rank in nodes.files and nodes.files[t.rank] == source]

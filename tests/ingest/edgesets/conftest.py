@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import time
 from dataclasses import dataclass
@@ -84,18 +85,25 @@ class EdgeDb:
 
 @pytest.fixture(scope="session")
 def edge_db(hta_envs: dict[str, HtaEnv], tmp_path_factory: pytest.TempPathFactory) -> EdgeDb:
-    """Every case ingested as a run, both edge sets built on each, and HTA's own answers."""
+    """Every case ingested as a run, both edge sets built on each, and HTA's own answers.
+
+    Each case is ingested from a copy of its traces, removed before the edge sets are built:
+    HTA is given the bytes the run's archive kept."""
     if not TRACES.is_dir():
         pytest.skip(f"real traces not at {TRACES}")
     tmp = tmp_path_factory.mktemp("edgesets")
     db = tmp / "edges.kuzu"
     for case in CASES:
-        ingest([TRACES / case.folder], db, IngestOptions(run=case.run))
+        copy = tmp / "ingested" / case.run
+        shutil.copytree(TRACES / case.folder, copy)
+        ingest([copy], db, IngestOptions(run=case.run))
     merged = write_merged(
         sorted((TRACES / MERGED.folder).glob("*.json.gz")), tmp / "merged.json", [UNLABELLED_PID]
     )
     options = IngestOptions(run=MERGED.run, parse=ParseOptions(rank_of_pid={UNLABELLED_PID: 1}))
     ingest([merged], db, options)
+    shutil.rmtree(tmp / "ingested")
+    merged.unlink()
     oracles = {name: _start_oracle(env, tmp / f"oracle-{name}") for name, env in hta_envs.items()}
     results = {}
     for name, spec in SPECS.items():

@@ -100,6 +100,6 @@ def test_split_file_positions_map_back_to_original_ev_idx() -> None:
 def test_endpoint_labels_come_from_the_node_tables() -> None:
     nodes = RunNodes(
         "r", 0, {}, {}, np.array([3, 5, 9]),
-        np.array(["Op", "Kernel", "Runtime"], dtype=object), {}, "2026-12-01T00:00:00+00:00",
+        np.array(["Op", "Kernel", "Runtime"], dtype=object), {}, "2026-12-01T00:00:00+00:00", None,
     )  # fmt: skip
     assert _labels(np.array([9, 4, 3, 10]), nodes).tolist() == ["Runtime", "", "Op", ""]

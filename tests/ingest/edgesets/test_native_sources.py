@@ -99,3 +99,33 @@ def test_an_error_after_the_swap_keeps_the_archive_of_the_run_swapped_in(
     monkeypatch.setattr(store_module, "_fsync", real_fsync)
     shutil.rmtree(tmp_path / "traces")
     assert main(["edges", str(db), "--native", "--run", "job"]) == 0
+
+
+def test_hta_edges_build_from_the_archive_when_the_traces_are_gone(
+    tmp_path: Path, hta_envs, capsys
+) -> None:
+    """`edges --hta` gives the same edges with the traces moved away (per-rank files, and a
+    merged one split by rank), HTA reading the bytes the run's archive kept."""
+    import tracegraph
+
+    from ..merge import write_merged
+    from .conftest import cache_root
+
+    config = SyntheticConfig(ranks=2, steps=2, layers=2)
+    traces = tmp_path / "traces"
+    files = write_per_rank(config, traces)
+    merged = write_merged(sorted(files), tmp_path / "merged.json", [])
+    graph = tracegraph.open(tmp_path / "run.kuzu")
+    graph.ingest(traces, run="per_rank")
+    graph.ingest(merged, run="merged")
+
+    def edges(run: str) -> list[tuple]:
+        graph.edges(producer="HolisticTraceAnalysis==0.5.0", run=run, cache_root=cache_root())
+        table = graph.dependencies("hta-0.5.0", run=run).drop_columns(["src_id", "dst_id"])
+        return sorted(tuple(r.values()) for r in table.to_pylist())
+
+    before = {run: edges(run) for run in ("per_rank", "merged")}
+    assert before["per_rank"] and before["per_rank"] == before["merged"]
+    traces.rename(tmp_path / "moved")
+    merged.unlink()
+    assert {run: edges(run) for run in ("per_rank", "merged")} == before
