@@ -22,10 +22,10 @@ import pyarrow.compute as pc
 
 import tracegraph
 from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult as HtaEdgeSetResult
-from tracegraph.ingest.edgesets.hta.edge_set import RankStatus
 from tracegraph.ingest.edgesets.native.edge_set import NativeEdgeSetResult
 from tracegraph.ingest.edgesets.native.options import NativeOptions, OptionsError, emulate
-from tracegraph.ingest.edgesets.native.report import RankSummary, path_summary
+from tracegraph.ingest.edgesets.native.report import path_summary
+from tracegraph.ingest.edgesets.records import RankOutcome
 from tracegraph.ingest.errors import TraceFormatError, TracegraphError
 from tracegraph.ingest.pipeline import IngestResult
 from tracegraph.ingest.schema import MAX_RANK
@@ -590,7 +590,7 @@ def _native_edges(args: argparse.Namespace) -> int:
     return _exit_code_for(result.ranks, args.db)
 
 
-def _print_windows(ranks: Sequence[RankSummary]) -> None:
+def _print_windows(ranks: Sequence[RankOutcome]) -> None:
     """Each window's path by rank and step (never summed), and the windows left out and why."""
     for rank in ranks:
         for w in rank.windows:
@@ -607,7 +607,7 @@ def _print_windows(ranks: Sequence[RankSummary]) -> None:
             )
 
 
-def _print_skewed(ranks: Sequence[RankSummary]) -> None:
+def _print_skewed(ranks: Sequence[RankOutcome]) -> None:
     for rank in ranks:
         if rank.skewed_edges:
             kinds = ", ".join(f"{t} {n:,}" for t, n in sorted(rank.skewed_edges.items()))
@@ -616,11 +616,11 @@ def _print_skewed(ranks: Sequence[RankSummary]) -> None:
             print(f"  rank {rank.rank}: warning: {rank.invariant_breaks}")
 
 
-def _print_rank_status(ranks: Sequence[RankStatus | RankSummary]) -> None:
+def _print_rank_status(ranks: Sequence[RankOutcome]) -> None:
     for rank in ranks:
         if rank.status == "ok":
             by_type = ", ".join(f"{t} {n:,}" for t, n in sorted(rank.edges_by_type.items()))
-            windows = getattr(rank, "windows", ())
+            windows = rank.windows
             if len(windows) > 1:  # one path per window, listed below: never summed
                 ok = sum(1 for w in windows if w["status"] == "ok")
                 print(f"  rank {rank.rank}: {ok} of {len(windows)} windows built; {by_type}")

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.edgesets.records import rank_outcomes
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore
 
@@ -268,25 +269,18 @@ def _counts(joined: pa.Table) -> pa.Table:
 
 def _path_lengths(store: GraphStore, a: str, b: str, run: str, rank: int | None) -> pa.Table:
     rows = []
-    per_set = {}
-    for name in (a, b):
-        result = store.run(
-            "MATCH (e:EdgeSet) WHERE e.name = $name AND e.run = $run RETURN e.ranks AS ranks",
-            {"name": name, "run": run},
-        ).table
-        ranks = json.loads(result["ranks"][0].as_py() or "{}")
-        per_set[name] = {int(k): v for k, v in ranks.items()}
+    per_set = {name: rank_outcomes(store, name, run) for name in (a, b)}
     for r in sorted(set(per_set[a]) | set(per_set[b])):
         if rank is not None and r != rank:
             continue
-        ra, rb = per_set[a].get(r, {}), per_set[b].get(r, {})
+        ra, rb = per_set[a].get(r), per_set[b].get(r)
         rows.append(
             {
                 "rank": r,
-                "a_ns": ra.get("path_length_ns"),
-                "b_ns": rb.get("path_length_ns"),
-                "a_status": ra.get("status"),
-                "b_status": rb.get("status"),
+                "a_ns": ra.path_length_ns if ra else None,
+                "b_ns": rb.path_length_ns if rb else None,
+                "a_status": ra.status if ra else None,
+                "b_status": rb.status if rb else None,
             }
         )
     schema = pa.schema(

@@ -13,6 +13,7 @@ import pytest
 
 import tracegraph
 from tracegraph.examples import notebook
+from tracegraph.ingest.edgesets.records import rank_outcomes
 
 
 def _kernel_totals(folder: Path) -> dict[str, int]:
@@ -82,9 +83,8 @@ def test_the_dependency_graph_in_networkx_gives_the_stored_critical_path(tmp_pat
     g = tracegraph.open(tmp_path / "job.kuzu")
     g.ingest(tmp_path / "traces", run="job")
     built = g.edges("native", run="job")
-    stored = json.loads(
-        g.query("MATCH (e:EdgeSet) WHERE e.name = 'native' RETURN e.ranks AS r")["r"][0].as_py()
-    )
+    with g.reading() as store:
+        stored = rank_outcomes(store, "native", "job")
     for summary in built.ranks:
         graph = g.dependency_graph("native", run="job", rank=summary.rank)
         assert nx.is_directed_acyclic_graph(graph) and graph.number_of_edges() > 0
@@ -92,7 +92,8 @@ def test_the_dependency_graph_in_networkx_gives_the_stored_critical_path(tmp_pat
             dt = graph.nodes[b]["time_ns"] - graph.nodes[a]["time_ns"]
             assert 0 <= graph.edges[a, b]["weight"] <= dt
         longest = nx.dag_longest_path_length(graph, weight="weight")
-        assert longest == summary.path_length_ns == stored[str(summary.rank)]["path_length_ns"]
+        assert longest == summary.path_length_ns
+        assert stored[summary.rank] == summary  # read back as the type it was written as
         on_path = [d["weight"] for _, _, d in graph.edges(data=True) if d["on_critical_path"]]
         assert sum(on_path) == longest
     with pytest.raises(tracegraph.TracegraphError, match="no edge set 'Native'.*native"):

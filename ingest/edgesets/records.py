@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -12,6 +13,94 @@ import pyarrow as pa
 from .. import schema
 from ..store import GraphStore, write_transaction
 from .errors import EdgeSetError, EmptyEdgeSetError
+
+
+@dataclass(frozen=True)
+class RankOutcome:
+    """What a producer gave for one rank, whichever producer it was; stored per rank on the
+    `EdgeSet` node (`to_json`) and read back as the same type (`rank_outcomes`)."""
+
+    rank: int
+    status: str  # "ok" | "failed" (no window has a path)
+    message: str
+    path_length_ns: int | None  # summed over the rank's windows (each is in `windows`)
+    windows: tuple[Mapping[str, object], ...]  # annotation, instance, step, status, times, path
+    edges_by_type: Mapping[str, int]
+    critical_path_by_type: Mapping[str, int]
+    skipped_edges: int  # edges with an endpoint that is no event node of the run
+    seconds: Mapping[str, float]
+    skewed_edges: Mapping[str, int] = field(default_factory=dict)  # left out: back in time
+    invariant_breaks: str = ""  # what of the graph breaks tracegraph's invariants ("" none)
+    inferred_syncs: int = 0
+    details: Mapping[str, object] = field(default_factory=dict)  # what only its producer says
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            **self.details,
+            "rank": self.rank,
+            "status": self.status,
+            "message": self.message,
+            "path_length_ns": self.path_length_ns,
+            "windows": len(self.windows),
+            "edges": dict(self.edges_by_type),
+            "critical_path_edges": dict(self.critical_path_by_type),
+            "skipped_edges": self.skipped_edges,
+            "seconds": dict(self.seconds),
+            "skewed_edges": dict(self.skewed_edges),
+            "invariant_breaks": self.invariant_breaks,
+            "inferred_syncs": self.inferred_syncs,
+        }
+
+    @staticmethod
+    def from_json(
+        rank: int, data: Mapping[str, object], windows: tuple[Mapping[str, object], ...] = ()
+    ) -> RankOutcome:
+        """From what `to_json` stored (older databases: keys they lack take their defaults)."""
+        known = set(RankOutcome(0, "", "", None, (), {}, {}, 0, {}).to_json())
+
+        def get(key: str, default: object) -> object:
+            value = data.get(key)
+            return default if value is None else value
+
+        length = data.get("path_length_ns")
+        return RankOutcome(
+            rank,
+            str(get("status", "failed")),
+            str(get("message", "")),
+            int(length) if isinstance(length, int | float) else None,
+            windows,
+            dict(get("edges", {})),  # type: ignore[call-overload]
+            dict(get("critical_path_edges", {})),  # type: ignore[call-overload]
+            int(get("skipped_edges", 0)),  # type: ignore[call-overload]
+            dict(get("seconds", {})),  # type: ignore[call-overload]
+            dict(get("skewed_edges", {})),  # type: ignore[call-overload]
+            str(get("invariant_breaks", "")),
+            int(get("inferred_syncs", 0)),  # type: ignore[call-overload]
+            {k: v for k, v in data.items() if k not in known},
+        )
+
+
+def rank_outcomes(store: GraphStore, name: str, run: str) -> dict[int, RankOutcome]:
+    """Each rank's outcome as edge set `name` of `run` stored it ({} when there is no such set)."""
+    table = store.run(
+        "MATCH (e:EdgeSet) WHERE e.name = $name AND e.run = $run "
+        "RETURN e.ranks AS ranks, e.window AS window",
+        {"name": name, "run": run},
+    ).table
+    if table.num_rows == 0:
+        return {}
+    ranks = json.loads(table["ranks"][0].as_py() or "{}")
+    windows = json.loads(table["window"][0].as_py() or "{}").get("ranks", {})
+    out = {}
+    for key, data in ranks.items():
+        listed = windows.get(key)
+        shown = tuple(listed) if isinstance(listed, list) else ()
+        out[int(key)] = RankOutcome.from_json(int(key), data, shown)
+    return out
 
 
 def edge_set_row(
@@ -119,9 +208,13 @@ def write_edge_sets(
     lo, hi = schema.key_range(source.run_idx)
     loaded = 0
     with write_transaction(db) as store:
-        found = store.run(
-            "MATCH (r:Run) WHERE r.name = $run RETURN r.run_idx AS idx", {"run": source.run}
-        ).table["idx"].to_pylist()
+        found = (
+            store.run(
+                "MATCH (r:Run) WHERE r.name = $run RETURN r.run_idx AS idx", {"run": source.run}
+            )
+            .table["idx"]
+            .to_pylist()
+        )
         if found != [source.run_idx] or _ingested_at(store, source.run) != source.ingested_at:
             raise EdgeSetError(
                 f"{db}: run '{source.run}' changed while its edges were built; try again"

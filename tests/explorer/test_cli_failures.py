@@ -16,11 +16,12 @@ import pytest
 from tracegraph import graph as api_graph
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.explorer.cli import _exit_code_for, main
-from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult, RankStatus
+from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult
 from tracegraph.ingest.edgesets.hta.env import _read_marker, parse_spec
 from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
 from tracegraph.ingest.edgesets.native.options import emulate
 from tracegraph.ingest.edgesets.native.window import Window
+from tracegraph.ingest.edgesets.records import RankOutcome
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 
@@ -284,8 +285,8 @@ def test_exit_code_for_is_0_unless_every_rank_failed(
 
 def _hta_result(*statuses: tuple[int, str, str]) -> EdgeSetResult:
     ranks = tuple(
-        RankStatus(r, s, m, 1000 if s == "ok" else None, {"dependency": 3} if s == "ok" else {},
-                   {}, 0, None, {})
+        RankOutcome(r, s, m, 1000 if s == "ok" else None, (),
+                    {"dependency": 3} if s == "ok" else {}, {}, 0, {})
         for r, s, m in statuses
     )  # fmt: skip
     return EdgeSetResult("hta-0.5.0", "syn", "HolisticTraceAnalysis==0.5.0", "0.5.0", "", None,

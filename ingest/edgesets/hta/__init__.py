@@ -2,6 +2,6 @@
 cached environment (`env`), in a worker process (`worker`) fed per-rank inputs (`inputs`),
 and its edges come back as Parquet (`load`); `edge_set` runs them."""
 
-from .edge_set import EdgeSetResult, RankStatus, build_hta_edge_set
+from .edge_set import EdgeSetResult, build_hta_edge_set
 
-__all__ = ["EdgeSetResult", "RankStatus", "build_hta_edge_set"]
+__all__ = ["EdgeSetResult", "build_hta_edge_set"]

@@ -23,28 +23,13 @@ from typing import Any
 import pyarrow as pa
 
 from ..errors import EdgeSetError
-from ..records import RunSource, edge_set_row, refuse_empty, write_edge_sets
+from ..records import RankOutcome, RunSource, edge_set_row, refuse_empty, write_edge_sets
 from . import worker as hta_worker
 from .env import HtaEnv, Progress, ensure_env, parse_spec
 from .inputs import RankInput, rank_inputs, read_run
 from .load import RankEdges, rank_edges
 
 WORKER = Path(hta_worker.__file__).resolve()
-
-
-@dataclass(frozen=True)
-class RankStatus:
-    """What HTA gave for one rank: status, message, path length and edge counts by type."""
-
-    rank: int
-    status: str  # "ok" | "failed"
-    message: str
-    path_length_ns: int | None
-    edges_by_type: dict[str, int]
-    critical_path_by_type: dict[str, int]
-    skipped_edges: int  # HTA edges with an endpoint that is no event node of ours
-    window: dict[str, int] | None
-    seconds: dict[str, float]
 
 
 @dataclass(frozen=True)
@@ -57,7 +42,7 @@ class EdgeSetResult:
     version: str
     annotation: str
     instance: int | None
-    ranks: tuple[RankStatus, ...]
+    ranks: tuple[RankOutcome, ...]
     edges_loaded: int
     worker_seconds: float
 
@@ -98,7 +83,9 @@ def build_hta_edge_set(
             for i in inputs
             if statuses[i.rank].get("status") == "ok"
         }
-    ranks = tuple(_rank_status(i, statuses[i.rank], per_rank.get(i.rank)) for i in inputs)
+    ranks = tuple(
+        _outcome(i, statuses[i.rank], per_rank.get(i.rank), annotation, instance) for i in inputs
+    )
     row = edge_set_row(
         nodes.run,
         parsed.name,
@@ -106,18 +93,13 @@ def build_hta_edge_set(
         parsed.version,
         _options(env, annotation, instance),
         _window(annotation, instance, ranks),
-        {
-            str(r.rank): _rank_json(r, i, statuses[r.rank], per_rank.get(r.rank))
-            for r, i in zip(ranks, inputs, strict=True)
-        },
+        {str(r.rank): r.to_json() for r in ranks},
     )
     tables = [e.table for e in per_rank.values()]
     edges = pa.concat_tables(tables) if tables else _empty_edges()
     counts = [(r.rank, sum(r.edges_by_type.values()), r.message) for r in ranks]
     refuse_empty(db, parsed.name, counts, allow_empty)
-    source = RunSource(
-        nodes.run, nodes.run_idx, nodes.files, nodes.event_counts, nodes.ingested_at
-    )
+    source = RunSource(nodes.run, nodes.run_idx, nodes.files, nodes.event_counts, nodes.ingested_at)
     loaded = write_edge_sets(Path(db), source, [(row, edges)])
     report(f"loading {parsed.name} edges", 1, 1)
     return EdgeSetResult(
@@ -220,42 +202,48 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _rank_status(item: RankInput, status: dict[str, Any], edges: RankEdges | None) -> RankStatus:
-    return RankStatus(
-        item.rank,
-        status.get("status", "failed"),
-        status.get("message", ""),
-        status.get("path_length_ns"),
-        edges.by_type if edges else {},
-        edges.on_path_by_type if edges else {},
-        edges.skipped if edges else 0,
-        status.get("window"),
-        status.get("seconds", {}),
-    )
-
-
-def _rank_json(
-    rank: RankStatus, item: RankInput, status: dict[str, Any], edges: RankEdges | None
-) -> dict[str, object]:
-    out: dict[str, object] = {
-        "status": rank.status,
-        "message": rank.message,
+def _outcome(
+    item: RankInput,
+    status: dict[str, Any],
+    edges: RankEdges | None,
+    annotation: str,
+    instance: int | None,
+) -> RankOutcome:
+    ok = status.get("status") == "ok"
+    length = status.get("path_length_ns")
+    window: dict[str, object] = {
+        "annotation": annotation,
+        "instance": instance,
+        "step": None,
+        "status": "ok" if ok else "failed",
+        "message": status.get("message", ""),
+        **(status.get("window") or {}),
+    }
+    if ok:
+        window["path_length_ns"] = length
+    details: dict[str, object] = {
         "where": status.get("where", ""),
         "source": item.source,
         "split_from_merged_file": item.split,
-        "path_length_ns": rank.path_length_ns,
-        "edges": rank.edges_by_type,
-        "critical_path_edges": rank.critical_path_by_type,
-        "seconds": rank.seconds,
         "file_rank": status.get("file_rank"),
         "hta_version": status.get("hta_version"),
     }
     if edges is not None:
-        out["skipped_edges"] = edges.skipped
-        out["skipped_on_critical_path"] = edges.skipped_on_path
-        out["skipped_ev_idx_sample"] = edges.skipped_ev_idx
-        out["clamped_negative_weights"] = status.get("clamped_negative_weights", 0)
-    return out
+        details["skipped_on_critical_path"] = edges.skipped_on_path
+        details["skipped_ev_idx_sample"] = edges.skipped_ev_idx
+        details["clamped_negative_weights"] = status.get("clamped_negative_weights", 0)
+    return RankOutcome(
+        item.rank,
+        "ok" if ok else "failed",
+        status.get("message", ""),
+        length if ok else None,
+        (window,),
+        edges.by_type if edges else {},
+        edges.on_path_by_type if edges else {},
+        edges.skipped if edges else 0,
+        status.get("seconds", {}),
+        details=details,
+    )
 
 
 def _options(env: HtaEnv, annotation: str, instance: int | None) -> dict[str, object]:
@@ -270,13 +258,13 @@ def _options(env: HtaEnv, annotation: str, instance: int | None) -> dict[str, ob
 
 
 def _window(
-    annotation: str, instance: int | None, ranks: tuple[RankStatus, ...]
+    annotation: str, instance: int | None, ranks: tuple[RankOutcome, ...]
 ) -> dict[str, object]:
     return {
         "annotation": annotation,
         "instance": instance,
         "whole_trace": annotation == "",
-        "ranks": {str(r.rank): r.window for r in ranks},
+        "ranks": {str(r.rank): list(r.windows) for r in ranks},
     }
 
 

@@ -146,9 +146,7 @@ def _hta_readable(path: Path, rank: int, work_dir: Path) -> Path:
     return link
 
 
-def _split_merged(
-    path: Path, source: str, nodes: RunNodes, work_dir: Path
-) -> dict[int, RankInput]:
+def _split_merged(path: Path, source: str, nodes: RunNodes, work_dir: Path) -> dict[int, RankInput]:
     """Write each rank's events of merged file `source` (its bytes at `path`), verbatim and in
     order, to a file of its own."""
     traces = _reparse(path, source, nodes)

@@ -89,6 +89,3 @@ def _labels(ids: np.ndarray, nodes: RunNodes) -> np.ndarray:
 def _count(types: pa.ChunkedArray) -> dict[str, int]:
     counts = pc.value_counts(types).to_pylist()
     return {c["values"]: c["counts"] for c in sorted(counts, key=lambda c: c["values"])}
-
-
-

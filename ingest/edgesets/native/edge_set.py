@@ -21,7 +21,14 @@ import pyarrow as pa
 from ...archive import run_archive
 from ...store import GraphStore
 from ..errors import EdgeSetError
-from ..records import edge_set_row, pid_ranks, refuse_empty, run_source, write_edge_sets
+from ..records import (
+    RankOutcome,
+    edge_set_row,
+    pid_ranks,
+    refuse_empty,
+    run_source,
+    write_edge_sets,
+)
 from .crossrank import (
     CrossRankPath,
     Instance,
@@ -33,13 +40,11 @@ from .options import NativeOptions
 from .rank_build import RankBuild, build_rank
 from .report import (
     TOOL_VERSION,
-    RankSummary,
     collective_rows,
     cross_rank_set,
     edge_tables,
     inferred_rows,
     options_json,
-    rank_json,
     window_json,
 )
 from .sources import rank_sources
@@ -61,7 +66,7 @@ class NativeEdgeSetResult:
     options: NativeOptions
     window: Window
     all_steps: bool
-    ranks: tuple[RankSummary, ...]
+    ranks: tuple[RankOutcome, ...]
     cross_rank: tuple[CrossRankPath, ...]
     edges_loaded: int
     inferred_syncs: int
@@ -123,7 +128,7 @@ def build_native_edge_set(
             "all_steps": all_steps,
         },
         window_json(window, all_steps, summaries, paths),
-        {str(s.rank): rank_json(s) for s in summaries},
+        {str(s.rank): s.to_json() for s in summaries},
     )
     rank_edges = [(s.rank, sum(s.edges_by_type.values()), s.message) for s in summaries]
     refuse_empty(db, name, rank_edges, allow_empty)

@@ -4,13 +4,12 @@ the cross-rank edge set, inferred SYNCS."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
 from ... import schema
-from ..records import edge_set_row
+from ..records import RankOutcome, edge_set_row
 from .crossrank import CrossRankPath, PathEdge
 from .edges import TYPE_NAMES
 from .options import NativeOptions
@@ -22,29 +21,11 @@ TOOL_VERSION = "0.1.0"
 CROSS_RANK_SUFFIX = ":cross-rank"
 
 
-@dataclass(frozen=True)
-class RankSummary:
-    """What the builder gave for one rank."""
-
-    rank: int
-    status: str  # "ok" | "failed" (no window has a path)
-    message: str
-    path_length_ns: int | None  # summed over the rank's windows
-    windows: tuple[dict[str, object], ...]
-    edges_by_type: dict[str, int]
-    critical_path_by_type: dict[str, int]
-    inferred_syncs: int
-    skipped_edges: int
-    seconds: dict[str, float]
-    skewed_edges: dict[str, int]  # edges left out because they go back in time, by type
-    invariant_breaks: str  # HTA's semantics only: what breaks tracegraph's invariants ("" none)
-
-
 def edge_tables(
     builds: list[RankBuild], run_idx: int, name: str
-) -> tuple[list[pa.Table], list[RankSummary]]:
+) -> tuple[list[pa.Table], list[RankOutcome]]:
     tables: list[pa.Table] = []
-    summaries: list[RankSummary] = []
+    summaries: list[RankOutcome] = []
     for b in builds:
         offset, skipped, length = 0, 0, 0
         windows = []
@@ -73,7 +54,7 @@ def edge_tables(
         ok = any(w.ok for w in b.windows)
         message = b.message or "; ".join(sorted({w.message for w in b.windows if not w.ok}))
         summaries.append(
-            RankSummary(
+            RankOutcome(
                 b.rank,
                 "ok" if ok else "failed",
                 message,
@@ -81,11 +62,11 @@ def edge_tables(
                 tuple(windows),
                 by_type,
                 on_path,
-                len(b.inferred) if b.inferred is not None else 0,
                 skipped,
                 {k: round(v, 4) for k, v in b.seconds.items()},
                 skewed,
                 _breaks_text(back, over, past, first_break),
+                len(b.inferred) if b.inferred is not None else 0,
             )
         )
     return tables, summaries
@@ -130,25 +111,8 @@ def _window_entry(w: WindowResult, path_from: int) -> dict[str, object]:
     return entry
 
 
-def rank_json(s: RankSummary) -> dict[str, object]:
-    return {
-        "rank": s.rank,
-        "status": s.status,
-        "message": s.message,
-        "path_length_ns": s.path_length_ns,
-        "edges": s.edges_by_type,
-        "critical_path_edges": s.critical_path_by_type,
-        "inferred_syncs": s.inferred_syncs,
-        "skipped_edges": s.skipped_edges,
-        "skewed_edges": s.skewed_edges,
-        "invariant_breaks": s.invariant_breaks,
-        "windows": len(s.windows),
-        "seconds": s.seconds,
-    }
-
-
 def window_json(
-    window: Window, all_steps: bool, summaries: list[RankSummary], paths: list[CrossRankPath]
+    window: Window, all_steps: bool, summaries: list[RankOutcome], paths: list[CrossRankPath]
 ) -> dict[str, object]:
     return {
         "annotation": window.annotation if not all_steps else "ProfilerStep",

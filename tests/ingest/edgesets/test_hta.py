@@ -9,6 +9,7 @@ import pytest
 
 from tracegraph.ingest.edgesets.errors import EdgeSetError
 from tracegraph.ingest.edgesets.hta.edge_set import build_hta_edge_set
+from tracegraph.ingest.edgesets.records import rank_outcomes
 from tracegraph.ingest.store import GraphStore
 
 from .conftest import ALEXNET, CASES, MERGED, SPECS, EdgeDb, cache_root, needs_traces
@@ -34,6 +35,11 @@ def _edges(db: EdgeDb, run: str, edge_set: str) -> list[dict]:
         run=run,
         set=edge_set,
     )
+
+
+def rank_outcomes_of(db: EdgeDb, run: str, edge_set: str) -> dict:
+    with GraphStore(db.db, read_only=True) as store:
+        return rank_outcomes(store, edge_set, run)
 
 
 def _edge_set_node(db: EdgeDb, run: str, edge_set: str) -> dict:
@@ -209,7 +215,10 @@ def test_window_is_the_annotation_instance(edge_db: EdgeDb) -> None:
         name=ALEXNET,
     )
     (status,) = edge_db.results[("alexnet", "hta-0.5.0")].ranks
-    assert status.window == {"start_ns": op["ts"], "end_ns": op["ts"] + op["dur"]}
+    (window,) = status.windows
+    assert (window["start_ns"], window["end_ns"]) == (op["ts"], op["ts"] + op["dur"])
+    stored = rank_outcomes_of(edge_db, "alexnet", "hta-0.5.0")[status.rank]
+    assert stored == status  # read back as the type it was written as
 
 
 def test_rebuilding_replaces_only_that_edge_set(edge_db: EdgeDb) -> None:
