@@ -21,11 +21,11 @@ from .ingest.edgesets.hta.env import default_cache_root
 from .ingest.edgesets.native.edge_set import NativeEdgeSetResult, build_native_edge_set
 from .ingest.edgesets.native.options import NativeOptions, emulate
 from .ingest.edgesets.native.window import Window
-from .ingest.edgesets.records import resolve_run
 from .ingest.errors import TracegraphError
 from .ingest.parse import ParseOptions
 from .ingest.pipeline import IngestOptions, IngestResult
 from .ingest.pipeline import ingest as ingest_files
+from .ingest.runs import resolve_run
 from .ingest.store import DEFAULT_TIMEOUT_MS, GraphStore
 from .queries.catalog import canned_query, coerce_params
 from .queries.crossrank import StepVerdict, step_verdicts

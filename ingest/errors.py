@@ -26,3 +26,7 @@ class TraceFormatError(TracegraphError):
 
 class IngestError(TracegraphError):
     """An ingest that cannot proceed (bad arguments, clashing run, locked database)."""
+
+
+class UnknownRunError(IngestError, LookupError):
+    """A run the database does not hold, or none named where it holds several."""

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from tracegraph.ingest.edgesets.records import rank_outcomes
 from tracegraph.ingest.errors import TracegraphError
+from tracegraph.ingest.runs import resolve_run
 from tracegraph.ingest.store import GraphStore
 
 KEY = ["src", "src_boundary", "dst", "dst_boundary", "type"]
@@ -132,6 +133,7 @@ def _common_run(store: GraphStore, a: str, b: str, run: str | None) -> str:
             raise DiffError(f"{store.path}: no edge set '{name}'")
     common = sorted(runs_a & runs_b)
     if run is not None:
+        resolve_run(store, run)  # a run the database does not hold: said as everywhere
         if run not in common:
             raise DiffError(f"run '{run}' does not hold both '{a}' and '{b}' (it is in {common})")
         return run

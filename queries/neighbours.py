@@ -13,6 +13,7 @@ import pyarrow as pa
 
 from tracegraph.ingest import schema
 from tracegraph.ingest.errors import TracegraphError
+from tracegraph.ingest.runs import resolve_run
 from tracegraph.ingest.store import GraphStore, QueryError
 
 from .runs import CPU_LABELS, EVENT_LABELS
@@ -118,10 +119,8 @@ def find_event(store: GraphStore, event_id: int) -> tuple[str, dict[str, object]
 
 def event_id_of(store: GraphStore, run: str, rank: int, ev_idx: int) -> int:
     """The id of event (run, rank, ev_idx); the run's index comes from its Run node."""
-    table = store.run("MATCH (r:Run) WHERE r.name = $run RETURN r.run_idx AS i", {"run": run}).table
-    if table.num_rows == 0:
-        raise EventNotFound(f"no run '{run}'")
-    return int(schema.event_key(int(table["i"][0].as_py()), int(rank), int(ev_idx)))
+    _, run_idx = resolve_run(store, run)
+    return int(schema.event_key(run_idx, int(rank), int(ev_idx)))
 
 
 def neighbours(store: GraphStore, event_id: int, label: str) -> pa.Table:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from .. import schema
+from ..runs import resolve_run
 from ..store import GraphStore, write_transaction
 from .errors import EdgeSetError, EmptyEdgeSetError
 
@@ -255,16 +256,3 @@ def unique_pid_ranks(pairs: pa.Table) -> dict[int, int]:
     grouped = pairs.group_by("pid").aggregate([("rank", "min"), ("rank", "max")])
     lo, hi = grouped["rank_min"].to_pylist(), grouped["rank_max"].to_pylist()
     return {p: a for p, a, b in zip(grouped["pid"].to_pylist(), lo, hi, strict=True) if a == b}
-
-
-def resolve_run(store: GraphStore, run: str | None) -> tuple[str, int]:
-    """The run's name and index; `run` may be omitted when the database holds only one."""
-    runs = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
-    names, indexes = runs["name"].to_pylist(), runs["idx"].to_pylist()
-    if run is None:
-        if len(names) != 1:
-            raise EdgeSetError(f"{store.path}: holds runs {sorted(names)}; choose one with --run")
-        run = names[0]
-    if run not in names:
-        raise EdgeSetError(f"{store.path}: no run '{run}' (runs: {sorted(names)})")
-    return run, int(indexes[names.index(run)])

@@ -7,9 +7,9 @@ from collections import Counter
 
 import pytest
 
-from tracegraph.ingest.edgesets.errors import EdgeSetError
 from tracegraph.ingest.edgesets.hta.edge_set import build_hta_edge_set
 from tracegraph.ingest.edgesets.records import rank_outcomes
+from tracegraph.ingest.errors import UnknownRunError
 from tracegraph.ingest.store import GraphStore
 
 from .conftest import ALEXNET, CASES, MERGED, SPECS, EdgeDb, cache_root, needs_traces
@@ -248,7 +248,7 @@ def test_rebuilding_replaces_only_that_edge_set(edge_db: EdgeDb) -> None:
 
 def test_unknown_run_fails_and_leaves_the_database_unchanged(edge_db: EdgeDb) -> None:
     before = edge_db.db.read_bytes()
-    with pytest.raises(EdgeSetError, match="no run 'nope'"):
+    with pytest.raises(UnknownRunError, match="no run 'nope'"):
         build_hta_edge_set(
             edge_db.db,
             "traceinsight==0.6.1",
@@ -257,7 +257,7 @@ def test_unknown_run_fails_and_leaves_the_database_unchanged(edge_db: EdgeDb) ->
             instance=None,
             cache_root=cache_root(),
         )
-    with pytest.raises(EdgeSetError, match="choose one with --run"):
+    with pytest.raises(UnknownRunError, match="choose one with --run"):
         build_hta_edge_set(
             edge_db.db,
             "traceinsight==0.6.1",
