@@ -8,7 +8,7 @@ database read-only for the call, so several processes may read while none writes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,8 @@ from .queries.crossrank import StepVerdict, step_verdicts
 from .queries.dependencies import dependency_edges
 from .queries.diff import EdgeSetDiff, diff_edge_sets
 from .queries.guard import check_read_only
+from .queries.report import Report, build_report
+from .queries.report.report import DEFAULT_TOP
 from .queries.runs import list_runs
 from .queries.step import edge_set_names
 from .queries.summary import DatabaseInfo, database_info
@@ -253,6 +255,24 @@ class Graph:
                 on_critical_path=bool(columns["on_critical_path"][i]),
             )
         return graph
+
+    def report(
+        self,
+        run: str | None = None,
+        *,
+        ranks: Sequence[int] | None = None,
+        hta_compatible: bool = False,
+        top: int = DEFAULT_TOP,
+    ) -> Report:
+        """HTA's standard analyses of every rank of the run (or of `ranks`), from its archive:
+        temporal breakdown, comm/comp overlap, kernel types and top kernels, idle time by
+        stream, launch statistics, and the findings (faults with their cost per step and the
+        events that show them). `hta_compatible` reproduces HTA 0.5.0's figures (its µs
+        rounding, its window without the last ProfilerStep) and gives no findings."""
+        with self.reading() as store:
+            return build_report(
+                self.path, store, run, ranks=ranks, hta_compatible=hta_compatible, top=top
+            )
 
     def stragglers(self, run: str, edge_set: str = NATIVE) -> list[StepVerdict]:
         """Per step of `run`, what bounds it across ranks (from the edge set's cross-rank

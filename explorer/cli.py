@@ -61,6 +61,7 @@ from tracegraph.queries.whatif import (
 from . import options, output
 from .cancellable import run_cancellable
 from .progress import stderr_progress
+from .report_view import write_report
 
 
 class UsageError(TracegraphError):
@@ -267,6 +268,21 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--limit", type=int, default=50, help="differing edges to list (table format)")
     options.output_format(p)
     p.set_defaults(handler=_diff)
+
+    p = sub.add_parser(
+        "report", help="HTA's standard analyses of every rank, and findings (faults, their cost)"
+    )
+    options.database(p)
+    options.run(p, "the database holds several")
+    p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
+    p.add_argument(
+        "--hta-compatible",
+        action="store_true",
+        help="HTA 0.5.0's figures (whole µs, without the last ProfilerStep), to check against HTA",
+    )
+    p.add_argument("--top", type=int, default=10, help="kernels named per type (default 10)")
+    options.output_format(p, ("table", "json"))
+    p.set_defaults(handler=_report)
 
     p = sub.add_parser("explore", help="the TUI: overview, steps, inspector, diff, console")
     options.database(p)
@@ -792,6 +808,16 @@ def _diff(args: argparse.Namespace) -> int:
         return 0
     print(f"differing edges ({diff.edges.num_rows}, first {min(args.limit, shown.num_rows)}):")
     print(_indent(output.render(shown.slice(0, args.limit), max_width=40)))
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    if args.top < 1:
+        raise TracegraphError(f"--top {args.top}: name at least one kernel per type")
+    report = tracegraph.open(args.db).report(
+        args.run, ranks=args.rank, hta_compatible=args.hta_compatible, top=args.top
+    )
+    write_report(sys.stdout, report, args.db, args.format)
     return 0
 
 

@@ -1,0 +1,76 @@
+"""`tracegraph report` as text: findings first, then each analysis as a table in µs."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import TextIO
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracegraph.queries.report import HTA_MODE, Report
+
+from . import output
+
+TITLES = {
+    "temporal": "temporal breakdown: GPU span from first start to last end, by what filled it",
+    "overlap": "communication overlapped by compute",
+    "kernel_types": "GPU time by kernel type (exclusive shares of the busy time)",
+    "top_kernels": "top kernels by total time, per type",
+    "idle": "idle time by stream (HTA's causes: host_wait = launched late, kernel_wait < 30 µs)",
+    "launches": "kernel launches: launching call and launch delay",
+}
+
+
+def write_report(out: TextIO, report: Report, db: Path, fmt: str) -> None:
+    """The report in `fmt` ("table" or "json")."""
+    if fmt == "json":
+        out.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
+        return
+    ranks = ", ".join(str(r) for r in report.ranks)
+    mode = (
+        "HTA 0.5.0-compatible: whole µs, the last ProfilerStep left out, as HTA computes them"
+        if report.mode == HTA_MODE
+        else "exact: ns as recorded, the whole trace"
+    )
+    out.write(f"run '{report.run}', rank(s) {ranks} — {mode}\n")
+    if report.mode != HTA_MODE:
+        _write_findings(out, report, db)
+    for name, table in report.tables().items():
+        out.write(f"\n{TITLES[name]}:\n")
+        if table.num_rows == 0:
+            out.write("  none (no GPU activity)\n")
+            continue
+        shown = _in_us(table.drop_columns([c for c in table.column_names if c == "names"]))
+        text = output.render(shown, max_width=70)
+        out.write("".join(f"  {line}\n" for line in text.splitlines()))
+
+
+def _write_findings(out: TextIO, report: Report, db: Path) -> None:
+    if not report.findings:
+        out.write("findings: none (every rule below its threshold; see README: report)\n")
+        return
+    out.write("findings, most costly first:\n")
+    for i, f in enumerate(report.findings, 1):
+        out.write(
+            f"  {i}. rank {f.rank}: {f.title} — {f.cost_ns_per_step / 1e3:,.0f} µs per step\n"
+            f"     {f.detail}\n"
+            f"     fix: {f.fix}\n"
+            f"     evidence: tracegraph query {shlex.quote(str(db))} "
+            f"{shlex.quote(f.evidence_cypher)}\n"
+        )
+
+
+def _in_us(table: pa.Table) -> pa.Table:
+    """`*_ns` columns as `*_us` floats."""
+    columns, names = [], []
+    for name in table.column_names:
+        column = table[name]
+        if name.endswith("_ns"):
+            column = pc.divide(pc.cast(column, pa.float64()), 1e3)
+            name = name[: -len("_ns")] + "_us"
+        columns.append(column)
+        names.append(name)
+    return pa.table(columns, names=names)

@@ -1,0 +1,194 @@
+"""One rank's GPU activity and kernel launches as the report reads them, from the run archive.
+
+Two readings of the same archived rows:
+
+- exact (tracegraph's): GPU activity is every kernel, memcpy and memset event (by category),
+  times in ns as the trace has them, nothing dropped; a stream is (device, stream id); a kernel's
+  launch is the runtime call with its correlation id (cuda_runtime before cuda_driver, then the
+  first), as the ingest links LAUNCHES.
+- HTA 0.5.0's (`hta_compatible`): the rows HTA's `TraceAnalysis` loads (whole µs, sub-µs
+  timestamps rounded inward; the last ProfilerStep dropped where a trace names two or more),
+  GPU activity every row with a `stream` arg, whatever its category, and a kernel's launch time
+  from `index_correlation`, borrowing the first event's start where the launch is missing.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracegraph.ingest.edgesets.native.frame import FrameSource, Strings, rank_frame
+from tracegraph.ingest.link import _one_call_per_correlation
+
+NO_LAUNCH = np.iinfo(np.int64).min
+TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER")
+COMPUTATION, COMMUNICATION, MEMORY, OTHER = range(4)
+# HTA's kernel types (hta/utils/utils.py get_kernel_type), by the full name, in this order
+_COMMUNICATION = re.compile(r"^nccl.*Kernel")
+_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_NOT_COMPUTATION = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+# the categories HTA's idle-time breakdown reads (breakdown_analysis.py)
+IDLE_CATEGORIES = ("kernel", "Kernel", "gpu_memset", "Memset", "gpu_memcpy", "Memcpy",
+                   "mtia_ccp_events")  # fmt: skip
+# the runtime calls HTA's launch statistics pair with their kernels (cuda_kernel_analysis.py)
+HTA_LAUNCH_CALLS = ("cudaLaunchKernel", "cudaLaunchKernelExC",
+                    "runFunction - job_prep_and_submit_for_execution")  # fmt: skip
+HTA_MEMORY_CALLS = ("cudaMemcpyAsync", "cudaMemsetAsync")
+
+
+def kernel_type(name: str) -> int:
+    """HTA's type of a GPU activity, by its name."""
+    if _COMMUNICATION.match(name):
+        return COMMUNICATION
+    if _MEMORY.match(name):
+        return MEMORY
+    if not _NOT_COMPUTATION.match(name):
+        return COMPUTATION
+    return OTHER
+
+
+@dataclass(frozen=True)
+class GpuActivity:
+    """One rank's GPU rows (times in `unit_ns` ns) and the launches paired with them."""
+
+    rank: int
+    hta: bool  # HTA 0.5.0's reading (else the exact one)
+    unit_ns: int
+    ts: np.ndarray
+    dur: np.ndarray
+    stream: np.ndarray  # the stream id the trace gives (-1: none)
+    lane: np.ndarray  # per-stream analyses group by this: (device, stream) exact, stream HTA
+    name: Strings
+    kernel_type: np.ndarray  # index into TYPES
+    idle_row: np.ndarray  # rows the idle-time breakdown reads
+    launch_ts: np.ndarray  # start of the launching call (NO_LAUNCH: none known)
+    launches: pa.Table  # call_ts, call_dur, gpu_ts, gpu_dur (launch statistics' pairs)
+
+    @property
+    def end(self) -> np.ndarray:
+        return self.ts + self.dur
+
+    @property
+    def n(self) -> int:
+        return len(self.ts)
+
+
+def exact_activity(source: FrameSource) -> GpuActivity:
+    """tracegraph's reading: every kernel/memcpy/memset event, exact ns."""
+    rows = source.rows
+    label = rows["label"]
+    gpu_rows = rows.filter(pc.equal(label, "Kernel"))
+    ts = _ints(gpu_rows, "ts", 0)
+    dur = _ints(gpu_rows, "dur", 0)
+    stream = np.array(
+        pc.fill_null(pc.coalesce(gpu_rows["stream"], gpu_rows["tid"]), -1).to_numpy(), np.int64
+    )
+    device = _ints(gpu_rows, "pid", -1)
+    lane = np.unique(device * (1 << 32) + (stream & 0xFFFFFFFF), return_inverse=True)[1]
+    name = Strings.of(gpu_rows["name"])
+    calls = rows.filter(pc.equal(label, "Runtime")).select(["ev_idx", "cat", "correlation", "ts"])
+    owner = _one_call_per_correlation(calls.rename_columns(["id", "cat", "correlation", "ts"]))
+    launch_ts, call_dur = _launch_of(gpu_rows, rows, owner)
+    has = launch_ts != NO_LAUNCH
+    launches = pa.table(
+        {
+            "call_ts": launch_ts[has],
+            "call_dur": call_dur[has],
+            "gpu_ts": ts[has],
+            "gpu_dur": dur[has],
+        }
+    )
+    return GpuActivity(
+        source.rank,
+        False,
+        1,
+        ts,
+        dur,
+        stream,
+        np.asarray(lane, np.int64).ravel(),
+        name,
+        _types(name),
+        np.ones(len(ts), bool),
+        launch_ts,
+        launches,
+    )
+
+
+def _launch_of(
+    gpu_rows: pa.Table, rows: pa.Table, owner: pa.Table
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each GPU row's launching call: its start and duration (NO_LAUNCH, 0 where none)."""
+    n = gpu_rows.num_rows
+    launch_ts = np.full(n, NO_LAUNCH, np.int64)
+    call_dur = np.zeros(n, np.int64)
+    if owner.num_rows == 0 or n == 0:
+        return launch_ts, call_dur
+    corr = _ints(gpu_rows, "correlation", -1)
+    keys = owner["correlation"].to_numpy()
+    order = np.argsort(keys)
+    keys = keys[order]
+    at = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
+    found = (keys[at] == corr) & (corr >= 0)
+    call_ev = owner["from_id"].to_numpy()[order][at]
+    ev_idx = rows["ev_idx"].to_numpy()
+    position = np.searchsorted(ev_idx, call_ev)  # the archive keeps rows in file order
+    position = np.minimum(position, len(ev_idx) - 1)
+    found &= ev_idx[position] == call_ev
+    all_ts, all_dur = _ints(rows, "ts", 0), _ints(rows, "dur", 0)
+    launch_ts[found] = all_ts[position[found]]
+    call_dur[found] = all_dur[position[found]]
+    return launch_ts, call_dur
+
+
+def hta_activity(source: FrameSource) -> GpuActivity:
+    """HTA 0.5.0's reading of the same rows (see the module docstring)."""
+    frame = rank_frame(source, hta_times=True, hta_quirks=True)
+    gpu = np.nonzero(frame.stream != -1)[0]
+    ts, dur = frame.ts[gpu], frame.dur[gpu]
+    name = frame.name.take(gpu)
+    label = frame.index_correlation[gpu]
+    position = frame.position_of(np.where(label >= 0, label, -1))
+    known = (label >= 0) & (position >= 0)
+    launch_ts = np.where(known, frame.ts[np.maximum(position, 0)], NO_LAUNCH)
+    return GpuActivity(
+        frame.rank,
+        True,
+        frame.unit_ns,
+        ts,
+        dur,
+        frame.stream[gpu],
+        frame.stream[gpu],
+        name,
+        _types(name),
+        frame.cat.take(gpu).isin(IDLE_CATEGORIES),
+        launch_ts,
+        _hta_launches(frame),
+    )
+
+
+def _hta_launches(frame) -> pa.Table:  # type: ignore[no-untyped-def]
+    """HTA's launch pairs: calls (no stream) and GPU rows (a stream) of the same correlation,
+    the calls being CUDA kernel launches, memcpy and memset (none on ROCm)."""
+    calls_named = frame.name.isin(HTA_LAUNCH_CALLS + HTA_MEMORY_CALLS)
+    wanted = np.unique(frame.correlation[calls_named])
+    cpu = np.nonzero((frame.stream == -1) & np.isin(frame.correlation, wanted))[0]
+    gpu = np.nonzero((frame.stream != -1) & np.isin(frame.correlation, wanted))[0]
+    left = pa.table({"correlation": frame.correlation[cpu], "row": np.arange(len(cpu)),
+                     "call_ts": frame.ts[cpu], "call_dur": frame.dur[cpu]})  # fmt: skip
+    right = pa.table({"correlation": frame.correlation[gpu], "gpu_ts": frame.ts[gpu],
+                      "gpu_dur": frame.dur[gpu]})  # fmt: skip
+    joined = left.join(right, "correlation", join_type="inner").sort_by("row")
+    return joined.select(["call_ts", "call_dur", "gpu_ts", "gpu_dur"])
+
+
+def _types(name: Strings) -> np.ndarray:
+    table = np.array([kernel_type(v or "") for v in name.values] + [OTHER], np.int8)
+    return table[name.codes]
+
+
+def _ints(rows: pa.Table, column: str, default: int) -> np.ndarray:
+    return np.array(pc.fill_null(rows[column], default).to_numpy(), np.int64)

@@ -1,0 +1,59 @@
+"""Interval arithmetic over GPU activity, whole-array: unions, overlaps, exclusive shares.
+
+Every function takes start and end arrays (any order, any overlap) and sorts once; nothing
+loops per event in Python. Lengths are in the arrays' unit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def merged(ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of [ts, end) as disjoint intervals in time order (touching ones joined)."""
+    if len(ts) == 0:
+        return np.empty(0, ts.dtype), np.empty(0, end.dtype)
+    order = np.argsort(ts, kind="stable")
+    ts, end = ts[order], end[order]
+    reach = np.maximum.accumulate(end)
+    # a new interval starts where a start lies past everything before it
+    starts = np.concatenate(([True], ts[1:] > reach[:-1]))
+    return ts[starts], np.maximum.reduceat(end, np.nonzero(starts)[0])
+
+
+def union_length(ts: np.ndarray, end: np.ndarray) -> int | float:
+    """The length of the union of [ts, end)."""
+    lo, hi = merged(ts, end)
+    return (hi - lo).sum().item() if len(lo) else 0
+
+
+Intervals = tuple[np.ndarray, np.ndarray]  # (starts, ends)
+
+
+def overlap_length(a: Intervals, b: Intervals) -> int | float:
+    """The length of (∪a) ∩ (∪b)."""
+    shares = exclusive_shares([a, b])
+    return shares.get(0b11, 0)
+
+
+def exclusive_shares(sets: list[Intervals]) -> dict[int, int | float]:
+    """Split the union of several interval sets into exclusive shares by which sets cover it:
+    bitmask (bit i: set i covers the time) → length. Shares sum to the union of all."""
+    times, deltas = [], []
+    for bit, (ts, end) in enumerate(sets):
+        lo, hi = merged(ts, end)
+        times += [lo, hi]
+        deltas += [np.full(len(lo), 1 << bit, np.int64), np.full(len(hi), -(1 << bit), np.int64)]
+    if not times:
+        return {}
+    t = np.concatenate(times)
+    d = np.concatenate(deltas)
+    order = np.argsort(t, kind="stable")
+    t, d = t[order], d[order]
+    mask = np.cumsum(d)  # the sets covering [t[i], t[i+1])
+    width = np.diff(t)
+    live = (mask[:-1] > 0) & (width > 0)
+    out: dict[int, int | float] = {}
+    for m in np.unique(mask[:-1][live]).tolist():
+        out[int(m)] = width[live & (mask[:-1] == m)].sum().item()
+    return out

@@ -1,0 +1,91 @@
+"""The report's exact figures computed again from a trace file's raw JSON, in plain Python (json,
+Decimal, loops), sharing no code with tracegraph: GPU activity is every complete event of a
+kernel, memcpy or memset category, times in ns exactly as written."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+from collections import defaultdict
+from decimal import Decimal
+from pathlib import Path
+
+GPU_CATEGORIES = {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset",
+                  "mtia_ccp_events"}  # fmt: skip
+
+
+def gpu_events(path: Path) -> list[tuple[int, int, str]]:
+    """(start ns, end ns, name) of every GPU activity of a single-rank trace file."""
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    document = json.loads(raw, parse_float=Decimal)
+    out = []
+    for e in document["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") in GPU_CATEGORIES and "dur" in e:
+            start = int(Decimal(e["ts"]) * 1000)
+            out.append((start, start + int(Decimal(e["dur"]) * 1000), e.get("name", "")))
+    return out
+
+
+def union(intervals: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for start, end in sorted(intervals):
+        if out and start <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], end)
+        else:
+            out.append([start, end])
+    return [(a, b) for a, b in out]
+
+
+def length(intervals: list[tuple[int, int]]) -> int:
+    return sum(b - a for a, b in intervals)
+
+
+def intersection(a: list[tuple[int, int]], b: list[tuple[int, int]]) -> int:
+    total, i, j = 0, 0, 0
+    while i < len(a) and j < len(b):
+        lo, hi = max(a[i][0], b[j][0]), min(a[i][1], b[j][1])
+        total += max(0, hi - lo)
+        if a[i][1] < b[j][1]:
+            i += 1
+        else:
+            j += 1
+    return total
+
+
+def kind(name: str) -> str:
+    if re.match(r"^nccl.*Kernel", name):
+        return "COMMUNICATION"
+    if name.startswith(("Memcpy", "Memset", "dma")):
+        return "MEMORY"
+    if "Memcpy" in name or name.startswith("Memset") or "Sync" in name:
+        return "OTHER"
+    return "COMPUTATION"
+
+
+def figures(path: Path) -> dict[str, object]:
+    """Span, idle, compute, non-compute, communication and its overlap with compute, and each
+    kernel name's (count, total) per type."""
+    events = gpu_events(path)
+    if not events:
+        return {"span": 0}
+    every = union([(a, b) for a, b, _ in events])
+    comp = union([(a, b) for a, b, n in events if kind(n) == "COMPUTATION"])
+    comm = union([(a, b) for a, b, n in events if kind(n) == "COMMUNICATION"])
+    span = max(b for _, b, _ in events) - min(a for a, _, _ in events)
+    totals: dict[tuple[str, str], list[int]] = defaultdict(lambda: [0, 0])
+    for a, b, n in events:
+        if kind(n) != "OTHER":
+            totals[(kind(n), n)][0] += 1
+            totals[(kind(n), n)][1] += b - a
+    return {
+        "span": span,
+        "idle": span - length(every),
+        "compute": length(comp),
+        "non_compute": length(every) - length(comp),
+        "communication": length(comm),
+        "overlapped": intersection(comm, comp),
+        "kernels": {k: tuple(v) for k, v in totals.items()},
+    }

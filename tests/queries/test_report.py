@@ -1,0 +1,220 @@
+"""`report`: its HTA-compatible figures equal HTA 0.5.0's own analyses of the same traces, and its
+exact figures equal those computed again from the raw JSON (report_oracle.py), on real traces:
+multi-rank NCCL, ns timestamps, ROCm, Triton, inference, many steps, CPU-only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import tracegraph
+from tracegraph.explorer.cli import main
+from tracegraph.queries.report.intervals import exclusive_shares, merged, union_length
+
+from ..conftest import TRACES, needs_traces
+from . import report_oracle
+
+SETS = {  # run → folder of one trace file per rank
+    "trace_filter": "hta/trace_filter",
+    "ns_resolution": "hta/ns_resolution_trace",
+    "negative_queue": "hta/negative_queue_length_values_check",
+    "nccl_data": "hta/nccl_parser_config",
+    "alexnet": "hta/critical_path/alexnet",
+    "mi300": "tracelens/traces/mi300",
+    "b200": "tracelens/traces/b200",
+    "sglang": "tracelens/traces/inference/sglang_decode/capture_traces",
+}
+ORACLE = Path(__file__).with_name("hta_report_oracle.py")
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> tracegraph.Graph:
+    if not TRACES.is_dir():
+        pytest.skip(f"real traces not at {TRACES}")
+    g = tracegraph.open(tmp_path_factory.mktemp("report") / "runs.kuzu")
+    for run, folder in SETS.items():
+        g.ingest(TRACES / folder, run=run)
+    g.ingest(TRACES / "cpu_ddp_2r", run="cpu_only")
+    return g
+
+
+@pytest.fixture(scope="module")
+def hta_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """HTA 0.5.0's analyses of every set, from its own environment."""
+    from tracegraph.ingest.edgesets.errors import HtaEnvError
+    from tracegraph.ingest.edgesets.hta.env import ensure_env
+
+    from ..ingest.edgesets.conftest import SPECS, cache_root
+
+    if not TRACES.is_dir():
+        pytest.skip(f"real traces not at {TRACES}")
+    try:
+        env = ensure_env(SPECS["hta-0.5.0"], cache_root())
+    except HtaEnvError as exc:
+        pytest.skip(f"HTA environment not installable here: {exc}")
+    work = tmp_path_factory.mktemp("hta-report")
+    jobs = [{"key": run, "trace_dir": str(TRACES / folder)} for run, folder in SETS.items()]
+    (work / "jobs.json").write_text(json.dumps(jobs))
+    command = [str(env.python), "-I", str(ORACLE), str(work / "jobs.json"), str(work / "out.json")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads((work / "out.json").read_text())
+
+
+@needs_traces
+@pytest.mark.parametrize("run", list(SETS))
+def test_hta_compatible_figures_are_htas_own(graph, hta_answers, run: str) -> None:
+    hta = hta_answers[run]
+    report = graph.report(run, hta_compatible=True, top=10)
+    assert list(report.ranks) == hta["ranks"]
+
+    ours = {r["rank"]: r for r in report.temporal.to_pylist()}
+    for row in hta["temporal"]:
+        mine = ours[row["rank"]]
+        assert mine["kernel_time_ns"] == row["kernel_time(us)"] * 1000
+        assert mine["idle_ns"] == row["idle_time(us)"] * 1000
+        assert mine["compute_ns"] == row["compute_time(us)"] * 1000
+        assert mine["non_compute_ns"] == row["non_compute_time(us)"] * 1000
+        assert (mine["idle_pct"], mine["compute_pct"], mine["non_compute_pct"]) == (
+            row["idle_time_pctg"], row["compute_time_pctg"], row["non_compute_time_pctg"]
+        )  # fmt: skip
+
+    overlap = {r["rank"]: r["overlap_pct"] for r in report.overlap.to_pylist()}
+    assert overlap == {r["rank"]: r["comp_comm_overlap_pctg"] for r in hta["overlap"]}
+
+    shares: dict[str, int] = {}  # HTA sums the shares over the ranks
+    for r in report.kernel_types.to_pylist():
+        shares[r["kernel_type"]] = shares.get(r["kernel_type"], 0) + r["total_ns"]
+    assert shares == {r["kernel_type"]: r["sum"] * 1000 for r in hta["kernel_types"]}
+
+    kernels = {(r["rank"], r["kernel_type"], r["name"]): r for r in report.top_kernels.to_pylist()}
+    expected = {(r["rank"], r["kernel_type"], r["name"]): r for r in hta["all_kernels"]}
+    assert kernels.keys() == expected.keys()
+    for key, row in expected.items():
+        mine = kernels[key]
+        assert (mine["total_ns"], mine["min_ns"], mine["max_ns"]) == (
+            row["sum (us)"] * 1000, row["min (us)"] * 1000, row["max (us)"] * 1000
+        ), key  # fmt: skip
+        assert mine["mean_ns"] == pytest.approx(row["mean (us)"] * 1000, rel=1e-12), key
+        assert mine["std_ns"] == pytest.approx(row["stddev"] * 1000, rel=1e-9, abs=1e-6), key
+
+    idle = [
+        (r["rank"], r["stream"], r["idle_category"], round(r["idle_ns"] / 1000, 2), r["ratio"])
+        for r in report.idle.to_pylist()
+    ]
+    assert idle == [
+        (r["rank"], r["stream"], r["idle_category"], r["idle_time"], r["idle_time_ratio"])
+        for r in hta["idle"]
+    ]
+
+    launches = {r["rank"]: r for r in report.launches.to_pylist()}
+    for rank, pairs in hta["launches"].items():
+        mine = launches[int(rank)]
+        assert mine["launches"] == len(pairs)
+        if pairs:
+            delay = np.array([p["launch_delay"] for p in pairs]) * 1000
+            call = np.array([p["cpu_duration"] for p in pairs]) * 1000
+            assert mine["delay_mean_ns"] == pytest.approx(delay.mean(), rel=1e-12)
+            assert (mine["delay_max_ns"], mine["call_p50_ns"]) == (delay.max(), np.median(call))
+
+
+@needs_traces
+@pytest.mark.parametrize("run", list(SETS))
+def test_exact_figures_equal_the_raw_json(graph, run: str) -> None:
+    report = graph.report(run, top=10**6)  # every kernel named
+    files = sorted(p for p in (TRACES / SETS[run]).iterdir() if p.name.endswith((".json", ".gz")))
+    ranks = report.ranks
+    assert len(files) == len(ranks)
+    temporal = {r["rank"]: r for r in report.temporal.to_pylist()}
+    overlap = {r["rank"]: r for r in report.overlap.to_pylist()}
+    for rank, path in zip(ranks, files, strict=True):  # files sort in rank order here
+        want = report_oracle.figures(path)
+        got = temporal[rank]
+        figures = ("kernel_time_ns", "idle_ns", "compute_ns", "non_compute_ns")
+        assert tuple(got[f] for f in figures) == (
+            want["span"], want["idle"], want["compute"], want["non_compute"]
+        ), path  # fmt: skip
+        assert (
+            got["idle_host_wait_ns"] + got["idle_kernel_wait_ns"] + got["idle_other_ns"]
+            == (got["idle_ns"])
+        )
+        assert (overlap[rank]["communication_ns"], overlap[rank]["overlapped_ns"]) == (
+            want["communication"], want["overlapped"]
+        )  # fmt: skip
+        kernels = {
+            (r["kernel_type"], r["name"]): (r["count"], r["total_ns"])
+            for r in report.top_kernels.to_pylist()
+            if r["rank"] == rank
+        }
+        assert kernels == want["kernels"]
+
+
+@needs_traces
+def test_a_rank_without_gpu_activity_reports_zeros_not_a_crash(graph) -> None:
+    """HTA raises IndexError on a CPU-only trace; the report says there was no GPU time."""
+    report = graph.report("cpu_only")
+    assert [r["kernel_time_ns"] for r in report.temporal.to_pylist()] == [0, 0]
+    assert report.top_kernels.num_rows == 0 and report.findings == ()
+
+
+@needs_traces
+def test_findings_name_what_the_tables_show(graph) -> None:
+    """trace_filter's ranks idle most of their span waiting on launches and run NCCL mostly
+    exposed: both rules fire on both ranks, their cost is the table's figure per step, and
+    their evidence query returns the events they name."""
+    report = graph.report("trace_filter")
+    rules = {(f.rule, f.rank): f for f in report.findings}
+    assert set(rules) == {(r, k) for r in ("host-bound-gpu", "exposed-communication")
+                          for k in (0, 1)}  # fmt: skip
+    steps = {0: 2, 1: 2}
+    for row in report.temporal.to_pylist():
+        finding = rules[("host-bound-gpu", row["rank"])]
+        assert finding.cost_ns_per_step == row["idle_host_wait_ns"] // steps[row["rank"]]
+    for row in report.overlap.to_pylist():
+        finding = rules[("exposed-communication", row["rank"])]
+        exposed = row["communication_ns"] - row["overlapped_ns"]
+        assert finding.cost_ns_per_step == exposed // steps[row["rank"]]
+    costs = [f.cost_ns_per_step for f in report.findings]
+    assert costs == sorted(costs, reverse=True)
+    for finding in report.findings:
+        shown = graph.query(finding.evidence_cypher).column(0).to_pylist()
+        assert tuple(shown) == finding.evidence_ids and shown
+
+
+@needs_traces
+def test_the_cli_prints_findings_first_and_json_whole(graph, capsys) -> None:
+    assert main(["report", str(graph.path), "--run", "trace_filter"]) == 0
+    text = capsys.readouterr().out
+    assert text.index("findings") < text.index("temporal breakdown")
+    assert "GPU idle waiting for the CPU" in text
+    assert main(["report", str(graph.path), "--run", "ns_resolution", "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["temporal"][0]["kernel_time_ns"] == 480_029_179  # ns timestamps kept exact
+    assert main(["report", str(graph.path), "--run", "mi300", "--rank", "7"]) == 2
+    assert "has no rank(s) [7]" in capsys.readouterr().err
+
+
+def test_interval_sweeps_equal_a_brute_force_count() -> None:
+    """Union and exclusive shares against counting covered nanoseconds one by one."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        sets = []
+        for _ in range(3):
+            ts = rng.integers(0, 200, rng.integers(0, 12))
+            sets.append((ts, ts + rng.integers(0, 40, len(ts))))
+        grid = np.zeros((3, 260), bool)
+        for i, (ts, end) in enumerate(sets):
+            for a, b in zip(ts, end, strict=True):
+                grid[i, a:b] = True
+        masks = grid[0] * 1 + grid[1] * 2 + grid[2] * 4
+        want = {m: int((masks == m).sum()) for m in range(1, 8) if (masks == m).any()}
+        assert exclusive_shares(sets) == want
+        ts, end = sets[0]
+        assert union_length(ts, end) == int(grid[0].sum())
+        lo, hi = merged(ts, end)
+        assert (lo[1:] > hi[:-1]).all()  # disjoint, not touching
