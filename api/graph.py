@@ -261,17 +261,25 @@ class Graph:
         run: str | None = None,
         *,
         ranks: Sequence[int] | None = None,
+        step: int | None = None,
         hta_compatible: bool = False,
         top: int = DEFAULT_TOP,
     ) -> Report:
         """HTA's standard analyses of every rank of the run (or of `ranks`), from its archive:
         temporal breakdown, comm/comp overlap, kernel types and top kernels, idle time by
-        stream, launch statistics, and the findings (faults with their cost per step and the
-        events that show them). `hta_compatible` reproduces HTA 0.5.0's figures (its µs
+        stream, launch statistics, per-step figures, and the findings (faults with their cost
+        per step and the events that show them); `step` N reports only ProfilerStep#N's GPU
+        work. `hta_compatible` reproduces HTA 0.5.0's figures (its µs
         rounding, its window without the last ProfilerStep) and gives no findings."""
         with self.reading() as store:
             return build_report(
-                self.path, store, run, ranks=ranks, hta_compatible=hta_compatible, top=top
+                self.path,
+                store,
+                run,
+                ranks=ranks,
+                step=step,
+                hta_compatible=hta_compatible,
+                top=top,
             )
 
     def stragglers(self, run: str, edge_set: str = NATIVE) -> list[StepVerdict]:

@@ -276,6 +276,9 @@ def _parser() -> argparse.ArgumentParser:
     options.run(p, "the database holds several")
     p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
     p.add_argument(
+        "--step", type=_step_number, help="only the GPU work of this step: N or ProfilerStep#N"
+    )
+    p.add_argument(
         "--hta-compatible",
         action="store_true",
         help="HTA 0.5.0's figures (whole µs, without the last ProfilerStep), to check against HTA",
@@ -815,10 +818,21 @@ def _report(args: argparse.Namespace) -> int:
     if args.top < 1:
         raise TracegraphError(f"--top {args.top}: name at least one kernel per type")
     report = tracegraph.open(args.db).report(
-        args.run, ranks=args.rank, hta_compatible=args.hta_compatible, top=args.top
+        args.run,
+        ranks=args.rank,
+        step=args.step,
+        hta_compatible=args.hta_compatible,
+        top=args.top,
     )
     write_report(sys.stdout, report, args.db, args.format)
     return 0
+
+
+def _step_number(text: str) -> int:
+    number = text.removeprefix("ProfilerStep#")
+    if not number.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r}: a step is N or ProfilerStep#N")
+    return int(number)
 
 
 def _queries(args: argparse.Namespace) -> int:

@@ -15,6 +15,7 @@ from tracegraph.queries.report import HTA_MODE, Report
 from . import output
 
 TITLES = {
+    "steps": "per step: its GPU work (launched in the step), busy, idle and exposed communication",
     "temporal": "temporal breakdown: GPU span from first start to last end, by what filled it",
     "overlap": "communication overlapped by compute",
     "kernel_types": "GPU time by kernel type (exclusive shares of the busy time)",
@@ -33,7 +34,8 @@ def write_report(out: TextIO, report: Report, db: Path, fmt: str) -> None:
     mode = (
         "HTA 0.5.0-compatible: whole µs, the last ProfilerStep left out, as HTA computes them"
         if report.mode == HTA_MODE
-        else "exact: ns as recorded, the whole trace"
+        else "exact: ns as recorded, "
+        + ("the whole trace" if report.step is None else f"the GPU work of step {report.step}")
     )
     out.write(f"run '{report.run}', rank(s) {ranks} — {mode}\n")
     if report.mode != HTA_MODE:
@@ -41,7 +43,8 @@ def write_report(out: TextIO, report: Report, db: Path, fmt: str) -> None:
     for name, table in report.tables().items():
         out.write(f"\n{TITLES[name]}:\n")
         if table.num_rows == 0:
-            out.write("  none (no GPU activity)\n")
+            out.write("  none (no ProfilerStep annotations)\n" if name == "steps" else
+                      "  none (no GPU activity)\n")  # fmt: skip
             continue
         shown = _in_us(table.drop_columns([c for c in table.column_names if c == "names"]))
         text = output.render(shown, max_width=70)

@@ -15,13 +15,13 @@ Two readings of the same archived rows:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracegraph.ingest.edgesets.native.frame import FrameSource, Strings, rank_frame
+from tracegraph.ingest.edgesets.native.frame import Frame, FrameSource, Strings, rank_frame
 from tracegraph.ingest.link import _one_call_per_correlation
 
 NO_LAUNCH = np.iinfo(np.int64).min
@@ -66,15 +66,34 @@ class GpuActivity:
     kernel_type: np.ndarray  # index into TYPES
     idle_row: np.ndarray  # rows the idle-time breakdown reads
     launch_ts: np.ndarray  # start of the launching call (NO_LAUNCH: none known)
-    launches: pa.Table  # call_ts, call_dur, gpu_ts, gpu_dur (launch statistics' pairs)
+    launches: pa.Table  # call_ts, call_dur, gpu_ts, gpu_dur (launch statistics' pairs), row
 
     @property
     def end(self) -> np.ndarray:
         return self.ts + self.dur
 
+    def anchor(self) -> np.ndarray:
+        """The time that places each row in a step: its launch call's start, else its own."""
+        return np.where(self.launch_ts != NO_LAUNCH, self.launch_ts, self.ts)
+
+    def take(self, rows: np.ndarray) -> GpuActivity:
+        """These rows only (positions), with their launch pairs."""
+        arrays = {f: getattr(self, f)[rows] for f in _ROW_FIELDS}
+        pairs = self.launches
+        kept = pairs.filter(pc.is_in(pairs["row"], pa.array(rows, pa.int64())))
+        renumber = np.full(self.n + 1, -1, np.int64)
+        renumber[rows] = np.arange(len(rows))
+        kept = kept.set_column(
+            kept.schema.get_field_index("row"), "row", pa.array(renumber[kept["row"].to_numpy()])
+        )
+        return replace(self, name=self.name.take(rows), launches=kept, **arrays)
+
     @property
     def n(self) -> int:
         return len(self.ts)
+
+
+_ROW_FIELDS = ("ts", "dur", "stream", "lane", "kernel_type", "idle_row", "launch_ts")
 
 
 def exact_activity(source: FrameSource) -> GpuActivity:
@@ -100,6 +119,7 @@ def exact_activity(source: FrameSource) -> GpuActivity:
             "call_dur": call_dur[has],
             "gpu_ts": ts[has],
             "gpu_dur": dur[has],
+            "row": np.nonzero(has)[0].astype(np.int64),
         }
     )
     return GpuActivity(
@@ -166,11 +186,11 @@ def hta_activity(source: FrameSource) -> GpuActivity:
         _types(name),
         frame.cat.take(gpu).isin(IDLE_CATEGORIES),
         launch_ts,
-        _hta_launches(frame),
+        _hta_launches(frame, gpu),
     )
 
 
-def _hta_launches(frame) -> pa.Table:  # type: ignore[no-untyped-def]
+def _hta_launches(frame: Frame, gpu_rows: np.ndarray) -> pa.Table:
     """HTA's launch pairs: calls (no stream) and GPU rows (a stream) of the same correlation,
     the calls being CUDA kernel launches, memcpy and memset (none on ROCm)."""
     calls_named = frame.name.isin(HTA_LAUNCH_CALLS + HTA_MEMORY_CALLS)
@@ -180,9 +200,12 @@ def _hta_launches(frame) -> pa.Table:  # type: ignore[no-untyped-def]
     left = pa.table({"correlation": frame.correlation[cpu], "row": np.arange(len(cpu)),
                      "call_ts": frame.ts[cpu], "call_dur": frame.dur[cpu]})  # fmt: skip
     right = pa.table({"correlation": frame.correlation[gpu], "gpu_ts": frame.ts[gpu],
-                      "gpu_dur": frame.dur[gpu]})  # fmt: skip
+                      "gpu_dur": frame.dur[gpu],
+                      "gpu_row": np.searchsorted(gpu_rows, gpu)})  # fmt: skip
     joined = left.join(right, "correlation", join_type="inner").sort_by("row")
-    return joined.select(["call_ts", "call_dur", "gpu_ts", "gpu_dur"])
+    return joined.select(["call_ts", "call_dur", "gpu_ts", "gpu_dur", "gpu_row"]).rename_columns(
+        ["call_ts", "call_dur", "gpu_ts", "gpu_dur", "row"]
+    )
 
 
 def _types(name: Strings) -> np.ndarray:

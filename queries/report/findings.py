@@ -50,8 +50,9 @@ class Finding:
 
 
 def findings(store: GraphStore, run: str, run_idx: int, report: Report) -> list[Finding]:
-    """Every rule on every rank of the report, most costly first."""
-    steps = _steps_per_rank(store, run)
+    """Every rule on every rank of the report, most costly first (costs per step: over the
+    rank's steps, or the one step reported)."""
+    steps = _steps_per_rank(store, run) if report.step is None else {}
     found: list[Finding] = []
     spans = dict(zip(*(report.temporal[c].to_pylist() for c in ("rank", "kernel_time_ns")),
                      strict=True))  # fmt: skip

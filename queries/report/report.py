@@ -24,6 +24,7 @@ from tracegraph.ingest.store import GraphStore
 from . import analyses
 from .activity import GpuActivity, exact_activity, hta_activity
 from .findings import Finding, findings
+from .steps import StepWindow, rows_in, step_figures, step_windows
 
 DEFAULT_TOP = 10
 HTA_MODE = "hta-0.5.0"
@@ -47,10 +48,13 @@ class Report:
     top_kernels: pa.Table
     idle: pa.Table
     launches: pa.Table
+    steps: pa.Table  # per rank and step (exact reading only)
+    step: int | None = None  # the one ProfilerStep reported (None: the whole trace)
     findings: tuple[Finding, ...] = field(default=())
 
     def tables(self) -> dict[str, pa.Table]:
         return {
+            "steps": self.steps,
             "temporal": self.temporal,
             "overlap": self.overlap,
             "kernel_types": self.kernel_types,
@@ -64,6 +68,7 @@ class Report:
             "run": self.run,
             "mode": self.mode,
             "ranks": list(self.ranks),
+            "step": self.step,
             "findings": [f.to_json() for f in self.findings],
             **{name: table.to_pylist() for name, table in self.tables().items()},
         }
@@ -75,10 +80,14 @@ def build_report(
     run: str | None = None,
     *,
     ranks: Sequence[int] | None = None,
+    step: int | None = None,
     hta_compatible: bool = False,
     top: int = DEFAULT_TOP,
 ) -> Report:
-    """The report of `run` (the database's only run when None), of every rank or of `ranks`."""
+    """The report of `run` (the database's only run when None), of every rank or of `ranks`,
+    over the whole trace or the GPU work of ProfilerStep#`step` (see `steps`)."""
+    if step is not None and hta_compatible:
+        raise ReportError("--step: HTA's analyses cover the whole trace; drop --hta-compatible")
     source = run_source(store, run)
     wanted = sorted(source.files) if ranks is None else sorted(set(ranks))
     unknown = [r for r in wanted if r not in source.files]
@@ -86,10 +95,17 @@ def build_report(
         raise ReportError(
             f"{db}: run '{source.run}' has no rank(s) {unknown} (ranks: {sorted(source.files)})"
         )
+    windows = {} if hta_compatible else step_windows(store, source.run)
+    if step is not None:
+        windows = {r: _the_step(db, source.run, r, windows.get(r, []), step) for r in wanted}
     read = hta_activity if hta_compatible else exact_activity
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in _SCHEMAS}
     for frame_source in _rank_sources(db, store, source, wanted):
         gpu = read(frame_source)
+        mine = windows.get(gpu.rank, [])
+        if step is not None:
+            gpu = gpu.take(rows_in(gpu, mine[0]))
+        rows["steps"] += step_figures(gpu, mine)
         _add(rows, gpu, top)
     tables = {name: pa.Table.from_pylist(rows[name], schema=_SCHEMAS[name]) for name in rows}
     report = Report(
@@ -102,11 +118,23 @@ def build_report(
         tables["top_kernels"],
         tables["idle"],
         tables["launches"],
+        tables["steps"],
+        step,
     )
     if hta_compatible:
         return report
     found = findings(store, source.run, source.run_idx, report)
     return Report(**{**report.__dict__, "findings": tuple(found)})
+
+
+def _the_step(db: Path, run: str, rank: int, windows: list[StepWindow], step: int) -> list:
+    for w in windows:
+        if w.step == step:
+            return [w]
+    have = ", ".join(str(w.step) for w in windows) or "none"
+    raise ReportError(
+        f"{db}: run '{run}' rank {rank} has no ProfilerStep#{step} (its steps: {have})"
+    )
 
 
 def _add(rows: dict[str, list[dict[str, Any]]], gpu: GpuActivity, top: int) -> None:
@@ -139,6 +167,10 @@ def _rank_sources(
 
 _I, _F, _S = pa.int64(), pa.float64(), pa.string()
 _SCHEMAS = {
+    "steps": pa.schema(
+        [("rank", _I), ("step", _I), ("step_ns", _I), ("gpu_work", _I), ("kernel_time_ns", _I),
+         ("busy_ns", _I), ("idle_ns", _I), ("compute_ns", _I), ("exposed_communication_ns", _I)]
+    ),
     "temporal": pa.schema(
         [("rank", _I), ("kernel_time_ns", _I), ("idle_ns", _I), ("compute_ns", _I),
          ("non_compute_ns", _I), ("idle_pct", _F), ("compute_pct", _F), ("non_compute_pct", _F),

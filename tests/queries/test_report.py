@@ -218,3 +218,29 @@ def test_interval_sweeps_equal_a_brute_force_count() -> None:
         assert union_length(ts, end) == int(grid[0].sum())
         lo, hi = merged(ts, end)
         assert (lo[1:] > hi[:-1]).all()  # disjoint, not touching
+
+
+@needs_traces
+def test_a_step_is_the_gpu_work_its_calls_launched(graph, hta_answers) -> None:
+    """trace_filter holds ProfilerStep#551 and #552; HTA analyses all but the last step, so its
+    figures (whole µs in this trace) are step 551's: a check of which work a step owns."""
+    steps = graph.report("trace_filter").steps.to_pylist()
+    assert [(r["rank"], r["step"]) for r in steps] == [(0, 551), (0, 552), (1, 551), (1, 552)]
+    first = graph.report("trace_filter", step=551)
+    assert first.step == 551 and [r["step"] for r in first.steps.to_pylist()] == [551, 551]
+    for row in hta_answers["trace_filter"]["temporal"]:
+        (mine,) = [r for r in first.temporal.to_pylist() if r["rank"] == row["rank"]]
+        assert (mine["kernel_time_ns"], mine["idle_ns"], mine["compute_ns"]) == (
+            row["kernel_time(us)"] * 1000, row["idle_time(us)"] * 1000,
+            row["compute_time(us)"] * 1000,
+        )  # fmt: skip
+        (step_row,) = [r for r in steps if (r["rank"], r["step"]) == (row["rank"], 551)]
+        assert step_row["kernel_time_ns"] == mine["kernel_time_ns"]
+    for f in first.findings:  # one step: its cost is the whole figure
+        assert f.cost_ns_per_step == next(
+            r["idle_host_wait_ns"] for r in first.temporal.to_pylist() if r["rank"] == f.rank
+        ) or f.rule != "host-bound-gpu"
+    with pytest.raises(tracegraph.TracegraphError, match=r"no ProfilerStep#7 \(its steps: 551"):
+        graph.report("trace_filter", step=7)
+    with pytest.raises(tracegraph.TracegraphError, match="whole trace"):
+        graph.report("trace_filter", step=551, hta_compatible=True)
