@@ -58,6 +58,7 @@ class GpuActivity:
     rank: int
     hta: bool  # HTA 0.5.0's reading (else the exact one)
     unit_ns: int
+    ev_idx: np.ndarray  # each row's event: its position in the rank's traceEvents
     ts: np.ndarray
     dur: np.ndarray
     stream: np.ndarray  # the stream id the trace gives (-1: none)
@@ -93,7 +94,7 @@ class GpuActivity:
         return len(self.ts)
 
 
-_ROW_FIELDS = ("ts", "dur", "stream", "lane", "kernel_type", "idle_row", "launch_ts")
+_ROW_FIELDS = ("ev_idx", "ts", "dur", "stream", "lane", "kernel_type", "idle_row", "launch_ts")
 
 
 def exact_activity(source: FrameSource) -> GpuActivity:
@@ -126,6 +127,7 @@ def exact_activity(source: FrameSource) -> GpuActivity:
         source.rank,
         False,
         1,
+        _ints(gpu_rows, "ev_idx", -1),
         ts,
         dur,
         stream,
@@ -178,6 +180,7 @@ def hta_activity(source: FrameSource) -> GpuActivity:
         frame.rank,
         True,
         frame.unit_ns,
+        frame.ev_idx[gpu],
         ts,
         dur,
         frame.stream[gpu],

@@ -1,28 +1,31 @@
-"""Findings: rules over a run's report and graph that name a known fault, what it costs per
-step, the events that show it (and the Cypher that lists them), and which way the fix lies.
-
-Each rule has a threshold, documented with it; a rank is named only where the rule fires.
+"""Findings: rules over one rank's figures and archived events that name a known fault, what it
+costs per step, the events that show it (and the Cypher that lists them), and which way the fix
+lies. Each rule's threshold is documented with it; a rank is named only where a rule fires.
+Computed from the same arrays as the report (no query per rank), so a report on many ranks
+costs what reading their archives costs.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest import schema
-from tracegraph.ingest.store import GraphStore
 
-if TYPE_CHECKING:
-    from .report import Report
+from .activity import COMMUNICATION, COMPUTATION, NO_LAUNCH, GpuActivity
+from .analyses import Row
+from .intervals import merged
 
 HOST_WAIT_SHARE = 0.10  # GPU idle waiting for launches, as a share of the GPU span
 EXPOSED_COMM_SHARE = 0.10  # communication not under compute, as a share of the GPU span
-SYNC_SHARE = 0.01  # CPU time blocked in syncs forced by ops that read GPU values
 EVIDENCE_ROWS = 5
-# ops that read a GPU value on the CPU, and the runtime calls that then block (CUDA and HIP)
+# ops that read a GPU value on the CPU, and the runtime calls that then block (CUDA and HIP):
+# the rule fires where there is at least one such blocking call per step (the fault catalog's
+# "sync in the hot loop"), whatever it costs; its cost is the calls' CPU time
 SYNC_FORCING_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero",
                     "aten::is_nonzero", "aten::masked_select", "aten::unique", "aten::_unique2",
                     "aten::to", "aten::_to_copy", "aten::copy_", "aten::equal",
@@ -40,70 +43,78 @@ class Finding:
     rank: int
     title: str
     cost_ns_per_step: int
+    events: int  # how many events show it
     detail: str
-    evidence_ids: tuple[int, ...]
-    evidence_cypher: str
+    evidence_ids: tuple[int, ...]  # the most telling of them (at most EVIDENCE_ROWS)
+    evidence_cypher: str  # lists the evidence events
     fix: str
 
     def to_json(self) -> dict[str, Any]:
         return {**self.__dict__, "evidence_ids": list(self.evidence_ids)}
 
 
-def findings(store: GraphStore, run: str, run_idx: int, report: Report) -> list[Finding]:
-    """Every rule on every rank of the report, most costly first (costs per step: over the
-    rank's steps, or the one step reported)."""
-    steps = _steps_per_rank(store, run) if report.step is None else {}
-    found: list[Finding] = []
-    spans = dict(zip(*(report.temporal[c].to_pylist() for c in ("rank", "kernel_time_ns")),
-                     strict=True))  # fmt: skip
-    for rank in report.ranks:
-        span = spans.get(rank) or 0
-        if span <= 0:
-            continue
-        per_step = max(steps.get(rank, 1), 1)
-        found += _host_wait(store, run_idx, rank, span, per_step, report.temporal)
-        found += _exposed_communication(store, run_idx, rank, span, per_step, report.overlap)
-        found += _sync_forcing(store, run_idx, rank, span, per_step)
-    return sorted(found, key=lambda f: (-f.cost_ns_per_step, f.rank, f.rule))
-
-
-def _steps_per_rank(store: GraphStore, run: str) -> dict[int, int]:
-    table = store.run(
-        "MATCH (s:Step) WHERE s.run = $run AND s.step >= 0 RETURN s.rank AS rank, count(*) AS n",
-        {"run": run},
-    ).table
-    return dict(zip(table["rank"].to_pylist(), table["n"].to_pylist(), strict=True))
-
-
-def _range(run_idx: int, rank: int) -> tuple[int, int]:
-    return schema.key_range(run_idx, rank)
-
-
-def _host_wait(
-    store: GraphStore, run_idx: int, rank: int, span: int, steps: int, temporal: pa.Table
+def rank_findings(
+    gpu: GpuActivity, rows: pa.Table, figures: tuple[Row, Row], steps: int, run_idx: int
 ) -> list[Finding]:
-    mine = temporal.filter(pc.equal(temporal["rank"], rank))["idle_host_wait_ns"].to_pylist()
-    waited = int(mine[0] or 0) if mine else 0
+    """Every rule on one rank: its GPU activity, archived rows, temporal and overlap rows, and
+    the number of steps its costs are spread over."""
+    temporal, overlap = figures
+    span = int(temporal["kernel_time_ns"])
+    if span <= 0:
+        return []
+    steps = max(steps, 1)
+    ids = _Ids(run_idx, gpu.rank)
+    return [
+        *_host_wait(gpu, temporal, span, steps, ids),
+        *_exposed_communication(gpu, overlap, span, steps, ids),
+        *_sync_forcing(rows, gpu.rank, span, steps, ids),
+    ]
+
+
+@dataclass(frozen=True)
+class _Ids:
+    run_idx: int
+    rank: int
+
+    def of(self, ev_idx: np.ndarray) -> tuple[int, ...]:
+        return tuple(int(schema.event_key(self.run_idx, self.rank, int(e))) for e in ev_idx)
+
+
+def _listing(label: str, ids: tuple[int, ...], returns: str) -> str:
+    listed = ", ".join(str(i) for i in ids)
+    return f"MATCH {label} WHERE {label[1]}.id IN [{listed}] RETURN {returns}"
+
+
+def _host_wait(gpu: GpuActivity, temporal: Row, span: int, steps: int, ids: _Ids) -> list[Finding]:
+    waited = int(temporal.get("idle_host_wait_ns") or 0)
     if waited < HOST_WAIT_SHARE * span:
         return []
-    lo, hi = _range(run_idx, rank)
-    cypher = (
-        f"MATCH (a:Kernel)-[n:NEXT_ON_STREAM]->(b:Kernel)<-[:LAUNCHES]-(r:Runtime) "
-        f"WHERE b.id >= {lo} AND b.id < {hi} AND r.ts > a.ts + a.dur "
-        "RETURN b.id AS kernel, b.name AS name, r.name AS launch, n.gap_ns AS gap_ns, "
-        f"r.ts - (a.ts + a.dur) AS launched_late_ns ORDER BY gap_ns DESC LIMIT {EVIDENCE_ROWS}"
-    )
-    ids = tuple(int(i) for i in store.run(cypher).table["kernel"].to_pylist())
+    lo, hi = merged(gpu.ts, gpu.end)
+    gap_start, gap_end = hi[:-1], lo[1:]
+    at = np.searchsorted(gap_end, gpu.ts)
+    ends_gap = (at < len(gap_end)) & (gap_end[np.minimum(at, len(gap_end) - 1)] == gpu.ts)
+    late = ends_gap & (gpu.launch_ts != NO_LAUNCH)
+    late &= gpu.launch_ts > gap_start[np.minimum(at, max(len(gap_start) - 1, 0))]
+    rows = np.nonzero(late)[0]
+    gap = gap_end[at[rows]] - gap_start[at[rows]]
+    order = np.lexsort((gpu.ev_idx[rows], -gap))[:EVIDENCE_ROWS]
+    evidence = ids.of(gpu.ev_idx[rows][order])
     return [
         Finding(
             "host-bound-gpu",
-            rank,
+            gpu.rank,
             "GPU idle waiting for the CPU to launch work",
             waited // steps,
-            f"the GPU sat idle {waited / 1e3:,.0f} µs ({waited / span:.1%} of its span) waiting "
-            "for work whose launch call started only after it had gone idle",
-            ids,
-            cypher,
+            len(rows),
+            f"the GPU sat idle {waited / 1e3:,.0f} µs ({waited / span:.1%} of its span) in "
+            f"{len(rows):,} gaps ended by work whose launch call started only after the GPU "
+            "had gone idle (evidence: the work ending the longest gaps)",
+            evidence,
+            _listing(
+                "(k:Kernel)",
+                evidence,
+                "k.id AS kernel, k.name AS name, k.ts AS ts ORDER BY ts",
+            ),
             "feed the GPU faster: fewer, larger kernels (torch.compile, fused ops), CUDA graphs "
             "for launch-bound loops, and host work (data prep, Python, syncs) off the step's "
             "critical path",
@@ -112,67 +123,106 @@ def _host_wait(
 
 
 def _exposed_communication(
-    store: GraphStore, run_idx: int, rank: int, span: int, steps: int, overlap: pa.Table
+    gpu: GpuActivity, overlap: Row, span: int, steps: int, ids: _Ids
 ) -> list[Finding]:
-    row = overlap.filter(pc.equal(overlap["rank"], rank)).to_pylist()
-    if not row:
-        return []
-    exposed = int(row[0]["communication_ns"]) - int(row[0]["overlapped_ns"])
+    exposed = int(overlap["communication_ns"]) - int(overlap["overlapped_ns"])
     if exposed < EXPOSED_COMM_SHARE * span:
         return []
-    lo, hi = _range(run_idx, rank)
-    cypher = (
-        f"MATCH (k:Kernel) WHERE k.id >= {lo} AND k.id < {hi} AND k.name STARTS WITH 'nccl' "
-        f"RETURN k.id AS kernel, k.name AS name, k.dur AS dur ORDER BY dur DESC "
-        f"LIMIT {EVIDENCE_ROWS}"
-    )
-    ids = tuple(int(i) for i in store.run(cypher).table["kernel"].to_pylist())
+    comm = np.nonzero(gpu.kernel_type == COMMUNICATION)[0]
+    comp = gpu.kernel_type == COMPUTATION
+    lo, hi = merged(gpu.ts[comp], gpu.end[comp])
+    # each collective kernel's time with no compute beside it
+    alone = np.array([_uncovered(int(gpu.ts[i]), int(gpu.end[i]), lo, hi) for i in comm])
+    order = np.lexsort((gpu.ev_idx[comm], -alone))[:EVIDENCE_ROWS] if len(comm) else comm
+    evidence = ids.of(gpu.ev_idx[comm][order])
     return [
         Finding(
             "exposed-communication",
-            rank,
+            gpu.rank,
             "Communication not overlapped by compute",
             exposed // steps,
+            int((alone > 0).sum()),
             f"{exposed / 1e3:,.0f} µs of communication ({exposed / span:.1%} of the GPU span) "
-            f"ran with no compute kernel beside it ({row[0]['overlap_pct']}% overlapped)",
-            ids,
-            cypher,
+            f"ran with no compute kernel beside it ({overlap['overlap_pct']}% overlapped; "
+            "evidence: the collectives most exposed)",
+            evidence,
+            _listing("(k:Kernel)", evidence, "k.id AS kernel, k.name AS name, k.dur AS dur"),
             "overlap it: start gradient all-reduce during backward (DDP bucket size, FSDP "
             "prefetch), run collectives on their own stream, or shrink what is sent",
         )
     ]
 
 
-def _sync_forcing(
-    store: GraphStore, run_idx: int, rank: int, span: int, steps: int
-) -> list[Finding]:
-    lo, hi = _range(run_idx, rank)
-    ops = ", ".join(f"'{o}'" for o in SYNC_FORCING_OPS)
-    calls = ", ".join(f"'{c}'" for c in BLOCKING_CALLS)
-    cypher = (
-        f"MATCH (o:Op)-[:CALLS*1..8]->(r:Runtime) WHERE r.id >= {lo} AND r.id < {hi} "
-        f"AND r.name IN [{calls}] AND o.name IN [{ops}] "
-        "WITH r, min(o.name) AS op "
-        "RETURN r.id AS call, op, r.name AS name, r.dur AS dur ORDER BY dur DESC"
-    )
-    table = store.run(cypher).table
-    blocked = int(pc.sum(table["dur"]).as_py() or 0)
-    if table.num_rows == 0 or blocked < SYNC_SHARE * span:
+def _uncovered(start: int, end: int, lo: np.ndarray, hi: np.ndarray) -> int:
+    """How much of [start, end) no interval [lo, hi) covers (lo/hi disjoint, sorted)."""
+    a, b = np.searchsorted(hi, start, "right"), np.searchsorted(lo, end, "left")
+    covered = (np.minimum(hi[a:b], end) - np.maximum(lo[a:b], start)).clip(min=0).sum()
+    return end - start - int(covered)
+
+
+def _sync_forcing(rows: pa.Table, rank: int, span: int, steps: int, ids: _Ids) -> list[Finding]:
+    calls = _events(rows, "Runtime", BLOCKING_CALLS)
+    ops = _events(rows, "Op", SYNC_FORCING_OPS)
+    if len(calls["ts"]) == 0 or len(ops["ts"]) == 0:
         return []
-    by_op = table.group_by("op").aggregate([("dur", "sum"), ("dur", "count")])
-    worst = by_op.sort_by([("dur_sum", "descending")]).to_pylist()
-    named = ", ".join(f"{w['op']} ×{w['dur_count']}" for w in worst[:3])
+    under = np.full(len(calls["ts"]), -1, np.int64)  # the outermost value-reading op
+    for block in range(0, len(calls["ts"]), 1024):
+        c = slice(block, block + 1024)
+        inside = (
+            (ops["tid"][None, :] == calls["tid"][c, None])
+            & (ops["pid"][None, :] == calls["pid"][c, None])
+            & (ops["ts"][None, :] <= calls["ts"][c, None])
+            & (ops["end"][None, :] >= calls["end"][c, None])
+        )
+        span_of = np.where(inside, ops["end"] - ops["ts"], -1)
+        under[c] = np.where(inside.any(axis=1), span_of.argmax(axis=1), -1)
+    hit = np.nonzero(under >= 0)[0]
+    if len(hit) < steps:
+        return []
+    blocked = int(calls["dur"][hit].sum())
+    op_names = ops["name"][under[hit]]
+    names, counts = np.unique(op_names, return_counts=True)
+    named = ", ".join(f"{n} ×{c}" for n, c in sorted(zip(names, counts, strict=True),
+                                                      key=lambda nc: -nc[1])[:3])  # fmt: skip
+    order = np.lexsort((calls["ev_idx"][hit], -calls["dur"][hit]))[:EVIDENCE_ROWS]
+    evidence = ids.of(calls["ev_idx"][hit][order])
     return [
         Finding(
             "sync-forcing-op",
             rank,
             "Ops that read GPU values on the CPU force synchronizations",
             blocked // steps,
-            f"{table.num_rows:,} blocking calls under {named} held the CPU "
-            f"{blocked / 1e3:,.0f} µs ({blocked / span:.1%} of the GPU span)",
-            tuple(int(i) for i in table["call"].to_pylist()[:EVIDENCE_ROWS]),
-            cypher,
+            len(hit),
+            f"{len(hit):,} blocking calls ({len(hit) / steps:.1f} per step) under {named} held "
+            f"the CPU {blocked / 1e3:,.0f} µs and drained the GPU's queue each time",
+            evidence,
+            _listing(
+                "(r:Runtime)",
+                evidence,
+                "r.id AS runtime, r.name AS name, r.dur AS dur ORDER BY dur DESC, runtime",
+            ),
             "keep values on the GPU in the hot loop: no .item()/.cpu()/print of tensors, "
             "nonzero/masked_select with a known size, or read them once per N steps",
         )
     ]
+
+
+def _events(rows: pa.Table, label: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """The rank's events of this label and these names: ev_idx, pid, tid, ts, end, dur, name."""
+    chosen = rows.filter(
+        pc.and_(pc.equal(rows["label"], label), pc.is_in(rows["name"], pa.array(names)))
+    )
+
+    def ints(column: str) -> np.ndarray:
+        return np.array(pc.fill_null(chosen[column], -1).to_numpy(), np.int64)
+
+    ts, dur = ints("ts"), np.maximum(ints("dur"), 0)
+    return {
+        "ev_idx": ints("ev_idx"),
+        "pid": ints("pid"),
+        "tid": ints("tid"),
+        "ts": ts,
+        "end": ts + dur,
+        "dur": dur,
+        "name": np.array(chosen["name"].to_pylist(), dtype=object),
+    }

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracegraph.ingest.archive import read_rank, run_archive
 from tracegraph.ingest.edgesets.native.frame import FrameSource
@@ -23,7 +24,7 @@ from tracegraph.ingest.store import GraphStore
 
 from . import analyses
 from .activity import GpuActivity, exact_activity, hta_activity
-from .findings import Finding, findings
+from .findings import Finding, rank_findings
 from .steps import StepWindow, rows_in, step_figures, step_windows
 
 DEFAULT_TOP = 10
@@ -100,6 +101,7 @@ def build_report(
         windows = {r: _the_step(db, source.run, r, windows.get(r, []), step) for r in wanted}
     read = hta_activity if hta_compatible else exact_activity
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in _SCHEMAS}
+    found: list[Finding] = []
     for frame_source in _rank_sources(db, store, source, wanted):
         gpu = read(frame_source)
         mine = windows.get(gpu.rank, [])
@@ -107,6 +109,10 @@ def build_report(
             gpu = gpu.take(rows_in(gpu, mine[0]))
         rows["steps"] += step_figures(gpu, mine)
         _add(rows, gpu, top)
+        if not hta_compatible:
+            events = frame_source.rows if step is None else _during(frame_source.rows, mine[0])
+            figures = (rows["temporal"][-1], rows["overlap"][-1])
+            found += rank_findings(gpu, events, figures, len(mine), source.run_idx)
     tables = {name: pa.Table.from_pylist(rows[name], schema=_SCHEMAS[name]) for name in rows}
     report = Report(
         source.run,
@@ -120,11 +126,15 @@ def build_report(
         tables["launches"],
         tables["steps"],
         step,
+        tuple(sorted(found, key=lambda f: (-f.cost_ns_per_step, f.rank, f.rule))),
     )
-    if hta_compatible:
-        return report
-    found = findings(store, source.run, source.run_idx, report)
-    return Report(**{**report.__dict__, "findings": tuple(found)})
+    return report
+
+
+def _during(rows: pa.Table, window: StepWindow) -> pa.Table:
+    """The rows that start in the step's window."""
+    ts = rows["ts"]
+    return rows.filter(pc.and_(pc.greater_equal(ts, window.ts), pc.less(ts, window.end)))
 
 
 def _the_step(db: Path, run: str, rank: int, windows: list[StepWindow], step: int) -> list:

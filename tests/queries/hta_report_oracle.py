@@ -40,9 +40,7 @@ def analyse(trace_dir):
         "overlap": lambda: records(analysis.get_comm_comp_overlap(visualize=False)),
         "kernel_types": lambda: records(analysis.get_gpu_kernel_breakdown(visualize=False)[0]),
         "all_kernels": lambda: records(analysis.get_gpu_kernel_breakdown(visualize=False)[1]),
-        "idle": lambda: records(
-            analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)[0]
-        ),
+        "idle": lambda: records(analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)[0]),
         "launches": lambda: {
             str(rank): records(frame)
             for rank, frame in analysis.get_cuda_kernel_launch_stats(

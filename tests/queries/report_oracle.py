@@ -89,3 +89,28 @@ def figures(path: Path) -> dict[str, object]:
         "overlapped": intersection(comm, comp),
         "kernels": {k: tuple(v) for k, v in totals.items()},
     }
+
+
+def calls_under(path: Path, ops: set[str], calls: set[str]) -> tuple[int, int]:
+    """How many runtime calls named in `calls` run inside (same pid and tid, within its start
+    and end) an op named in `ops`, and their summed duration in ns."""
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    events = [e for e in json.loads(raw, parse_float=Decimal)["traceEvents"]
+              if e.get("ph") == "X" and "dur" in e]  # fmt: skip
+
+    def span(e: dict) -> tuple[int, int]:
+        start = int(Decimal(e["ts"]) * 1000)
+        return start, start + int(Decimal(e["dur"]) * 1000)
+
+    outer = [(e["pid"], e["tid"], *span(e)) for e in events
+             if e.get("cat") in ("cpu_op", "Operator") and e.get("name") in ops]  # fmt: skip
+    count = total = 0
+    for e in events:
+        if e.get("cat") in ("cuda_runtime", "Runtime") and e.get("name") in calls:
+            a, b = span(e)
+            if any(p == e["pid"] and t == e["tid"] and s <= a and b <= f
+                   for p, t, s, f in outer):  # fmt: skip
+                count, total = count + 1, total + b - a
+    return count, total

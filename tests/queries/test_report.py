@@ -183,7 +183,7 @@ def test_findings_name_what_the_tables_show(graph) -> None:
     assert costs == sorted(costs, reverse=True)
     for finding in report.findings:
         shown = graph.query(finding.evidence_cypher).column(0).to_pylist()
-        assert tuple(shown) == finding.evidence_ids and shown
+        assert sorted(shown) == sorted(finding.evidence_ids) and shown
 
 
 @needs_traces
@@ -237,10 +237,32 @@ def test_a_step_is_the_gpu_work_its_calls_launched(graph, hta_answers) -> None:
         (step_row,) = [r for r in steps if (r["rank"], r["step"]) == (row["rank"], 551)]
         assert step_row["kernel_time_ns"] == mine["kernel_time_ns"]
     for f in first.findings:  # one step: its cost is the whole figure
-        assert f.cost_ns_per_step == next(
-            r["idle_host_wait_ns"] for r in first.temporal.to_pylist() if r["rank"] == f.rank
-        ) or f.rule != "host-bound-gpu"
+        assert (
+            f.cost_ns_per_step
+            == next(
+                r["idle_host_wait_ns"] for r in first.temporal.to_pylist() if r["rank"] == f.rank
+            )
+            or f.rule != "host-bound-gpu"
+        )
     with pytest.raises(tracegraph.TracegraphError, match=r"no ProfilerStep#7 \(its steps: 551"):
         graph.report("trace_filter", step=7)
     with pytest.raises(tracegraph.TracegraphError, match="whole trace"):
         graph.report("trace_filter", step=551, hta_compatible=True)
+
+
+@needs_traces
+def test_sync_forcing_ops_are_found_as_the_raw_json_nests_them(graph) -> None:
+    """negative_queue's `.to()` copies call cudaStreamSynchronize 75 times over 5 steps."""
+    from tracegraph.queries.report.findings import BLOCKING_CALLS, SYNC_FORCING_OPS
+
+    (path,) = (TRACES / SETS["negative_queue"]).iterdir()
+    count, blocked = report_oracle.calls_under(path, set(SYNC_FORCING_OPS), set(BLOCKING_CALLS))
+    assert count == 75
+    report = graph.report("negative_queue")
+    (finding,) = [f for f in report.findings if f.rule == "sync-forcing-op"]
+    steps = len(report.steps)
+    assert finding.events == count and steps == 5
+    assert finding.cost_ns_per_step == blocked // steps
+    shown = graph.query(finding.evidence_cypher)
+    assert tuple(shown["runtime"].to_pylist()) == finding.evidence_ids
+    assert set(shown["name"].to_pylist()) == {"cudaStreamSynchronize"}
