@@ -22,6 +22,19 @@ TITLES = {
     "top_kernels": "top kernels by total time, per type",
     "idle": "idle time by stream (HTA's causes: host_wait = launched late, kernel_wait < 30 µs)",
     "launches": "kernel launches: launching call and launch delay",
+    "queues": "launch queue by stream: kernels launched and not yet finished (time-weighted mean)",
+    "collectives": "collectives: arrival skew, the last rank, the wait it caused, latency, size",
+    "collective_ranks": "collectives by rank: how often last, wait caused and suffered, clock",
+    "stragglers": "per step: the rank whose late arrivals caused the most wait",
+}
+
+
+EMPTY = {
+    "steps": "no ProfilerStep annotations",
+    "collectives": "no collective matched across ranks",
+    "collective_ranks": "no collective matched across ranks",
+    "stragglers": "no collective matched across ranks",
+    "queues": "no kernel with a known launch",
 }
 
 
@@ -40,13 +53,13 @@ def write_report(out: TextIO, report: Report, db: Path, fmt: str) -> None:
     out.write(f"run '{report.run}', rank(s) {ranks} — {mode}\n")
     if report.mode != HTA_MODE:
         _write_findings(out, report, db)
-    for name, table in report.tables().items():
+    for name, table in report.tables.items():
         out.write(f"\n{TITLES[name]}:\n")
         if table.num_rows == 0:
-            out.write("  none (no ProfilerStep annotations)\n" if name == "steps" else
-                      "  none (no GPU activity)\n")  # fmt: skip
+            out.write(f"  none ({EMPTY.get(name, 'no GPU activity')})\n")
             continue
-        shown = _in_us(table.drop_columns([c for c in table.column_names if c == "names"]))
+        hidden = [c for c in table.column_names if c in ("names", "waits_ns")]
+        shown = _in_us(table.drop_columns(hidden))
         text = output.render(shown, max_width=70)
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
 
@@ -58,7 +71,8 @@ def _write_findings(out: TextIO, report: Report, db: Path) -> None:
     out.write("findings, most costly first:\n")
     for i, f in enumerate(report.findings, 1):
         out.write(
-            f"  {i}. rank {f.rank}: {f.title} — {f.cost_ns_per_step / 1e3:,.0f} µs per step\n"
+            f"  {i}. rank {f.rank}{'' if f.step is None else f' step {f.step}'}: {f.title} "
+            f"[{f.kind}] — {f.cost_ns_per_step / 1e3:,.0f} µs per step\n"
             f"     {f.detail}\n"
             f"     fix: {f.fix}\n"
             f"     evidence: tracegraph query {shlex.quote(str(db))} "

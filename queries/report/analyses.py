@@ -274,3 +274,29 @@ def launch_stats(gpu: GpuActivity) -> Row:
 def merged_busy(gpu: GpuActivity) -> tuple[np.ndarray, np.ndarray]:
     """The rank's GPU busy intervals (for per-window figures)."""
     return merged(gpu.ts, gpu.end)
+
+
+def queue_lengths(gpu: GpuActivity) -> list[Row]:
+    """Per stream: how many launched kernels were queued or running (a launch call's start to
+    its kernel's end), the most at once and the time-weighted mean from the stream's first
+    launch to its last end. Kernels without a known launch are left out."""
+    rows: list[Row] = []
+    known = gpu.launch_ts != NO_LAUNCH
+    for lane in np.unique(gpu.lane[known]).tolist():
+        sel = np.nonzero(known & (gpu.lane == lane))[0]
+        times = np.concatenate((gpu.launch_ts[sel], gpu.end[sel]))
+        steps = np.concatenate((np.ones(len(sel), np.int64), -np.ones(len(sel), np.int64)))
+        order = np.lexsort((steps, times))  # at one instant, ends before starts
+        times, depth = times[order], np.cumsum(steps[order])
+        width = np.diff(times)
+        span = times[-1] - times[0]
+        rows.append(
+            {
+                "rank": gpu.rank,
+                "stream": int(gpu.stream[sel[0]]),
+                "launches": len(sel),
+                "max": int(depth.max()),
+                "mean": float((depth[:-1] * width).sum() / span) if span > 0 else 0.0,
+            }  # fmt: skip
+        )
+    return rows

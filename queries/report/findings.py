@@ -7,6 +7,7 @@ costs what reading their archives costs.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,14 +19,20 @@ from tracegraph.ingest import schema
 
 from .activity import COMMUNICATION, COMPUTATION, NO_LAUNCH, GpuActivity
 from .analyses import Row
-from .intervals import merged
+from .intervals import Intervals, exclusive_shares, merged
 
 HOST_WAIT_SHARE = 0.10  # GPU idle waiting for launches, as a share of the GPU span
 EXPOSED_COMM_SHARE = 0.10  # communication not under compute, as a share of the GPU span
 EVIDENCE_ROWS = 5
 # ops that read a GPU value on the CPU, and the runtime calls that then block (CUDA and HIP):
 # the rule fires where there is at least one such blocking call per step (the fault catalog's
-# "sync in the hot loop"), whatever it costs; its cost is the calls' CPU time
+# "sync in the hot loop") and the GPU idle time after them (the queue drained: from each call's
+# end to the GPU's next start, less data loading in it) is at least SYNC_DRAIN_SHARE of the GPU
+# span; that is its cost
+SYNC_DRAIN_SHARE = 0.02
+# input_bound's ranges: names that say data loading, as torch and users name them
+DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|dataloader|data[_ ]?load|_next_data|"
+                          r"DataLoaderIter|get_batch|next_batch", re.I)  # fmt: skip
 SYNC_FORCING_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero",
                     "aten::is_nonzero", "aten::masked_select", "aten::unique", "aten::_unique2",
                     "aten::to", "aten::_to_copy", "aten::copy_", "aten::equal",
@@ -39,7 +46,7 @@ BLOCKING_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaMemcpy"
 class Finding:
     """One fault on one rank: what, its cost per step, the evidence, and the fix direction."""
 
-    rule: str
+    kind: str  # the catalog's snake_case name, e.g. "sync_forcing_op"
     rank: int
     title: str
     cost_ns_per_step: int
@@ -49,8 +56,20 @@ class Finding:
     evidence_cypher: str  # lists the evidence events
     fix: str
 
+    step: int | None = None  # the step it is about (None: every step of the rank)
+
     def to_json(self) -> dict[str, Any]:
-        return {**self.__dict__, "evidence_ids": list(self.evidence_ids)}
+        """The report JSON's finding (README: the report's JSON)."""
+        return {
+            "kind": self.kind,
+            "rank": self.rank,
+            "step": self.step,
+            "cost_us": round(self.cost_ns_per_step / 1e3, 3),
+            "events": self.events,
+            "evidence": {"ids": list(self.evidence_ids), "cypher": self.evidence_cypher},
+            "summary": f"{self.title}: {self.detail}",
+            "fix": self.fix,
+        }
 
 
 def rank_findings(
@@ -63,16 +82,18 @@ def rank_findings(
     if span <= 0:
         return []
     steps = max(steps, 1)
-    ids = _Ids(run_idx, gpu.rank)
+    ids = Ids(run_idx, gpu.rank)
     return [
         *_host_wait(gpu, temporal, span, steps, ids),
         *_exposed_communication(gpu, overlap, span, steps, ids),
-        *_sync_forcing(rows, gpu.rank, span, steps, ids),
+        *_sync_forcing(rows, gpu, span, steps, ids),
     ]
 
 
 @dataclass(frozen=True)
-class _Ids:
+class Ids:
+    """Event ids of one rank's events (by ev_idx)."""
+
     run_idx: int
     rank: int
 
@@ -80,12 +101,12 @@ class _Ids:
         return tuple(int(schema.event_key(self.run_idx, self.rank, int(e))) for e in ev_idx)
 
 
-def _listing(label: str, ids: tuple[int, ...], returns: str) -> str:
+def listing(label: str, ids: tuple[int, ...], returns: str) -> str:
     listed = ", ".join(str(i) for i in ids)
     return f"MATCH {label} WHERE {label[1]}.id IN [{listed}] RETURN {returns}"
 
 
-def _host_wait(gpu: GpuActivity, temporal: Row, span: int, steps: int, ids: _Ids) -> list[Finding]:
+def _host_wait(gpu: GpuActivity, temporal: Row, span: int, steps: int, ids: Ids) -> list[Finding]:
     waited = int(temporal.get("idle_host_wait_ns") or 0)
     if waited < HOST_WAIT_SHARE * span:
         return []
@@ -101,7 +122,7 @@ def _host_wait(gpu: GpuActivity, temporal: Row, span: int, steps: int, ids: _Ids
     evidence = ids.of(gpu.ev_idx[rows][order])
     return [
         Finding(
-            "host-bound-gpu",
+            "host_bound_gpu",
             gpu.rank,
             "GPU idle waiting for the CPU to launch work",
             waited // steps,
@@ -110,7 +131,7 @@ def _host_wait(gpu: GpuActivity, temporal: Row, span: int, steps: int, ids: _Ids
             f"{len(rows):,} gaps ended by work whose launch call started only after the GPU "
             "had gone idle (evidence: the work ending the longest gaps)",
             evidence,
-            _listing(
+            listing(
                 "(k:Kernel)",
                 evidence,
                 "k.id AS kernel, k.name AS name, k.ts AS ts ORDER BY ts",
@@ -123,7 +144,7 @@ def _host_wait(gpu: GpuActivity, temporal: Row, span: int, steps: int, ids: _Ids
 
 
 def _exposed_communication(
-    gpu: GpuActivity, overlap: Row, span: int, steps: int, ids: _Ids
+    gpu: GpuActivity, overlap: Row, span: int, steps: int, ids: Ids
 ) -> list[Finding]:
     exposed = int(overlap["communication_ns"]) - int(overlap["overlapped_ns"])
     if exposed < EXPOSED_COMM_SHARE * span:
@@ -137,7 +158,7 @@ def _exposed_communication(
     evidence = ids.of(gpu.ev_idx[comm][order])
     return [
         Finding(
-            "exposed-communication",
+            "unoverlapped_allreduce",
             gpu.rank,
             "Communication not overlapped by compute",
             exposed // steps,
@@ -146,7 +167,7 @@ def _exposed_communication(
             f"ran with no compute kernel beside it ({overlap['overlap_pct']}% overlapped; "
             "evidence: the collectives most exposed)",
             evidence,
-            _listing("(k:Kernel)", evidence, "k.id AS kernel, k.name AS name, k.dur AS dur"),
+            listing("(k:Kernel)", evidence, "k.id AS kernel, k.name AS name, k.dur AS dur"),
             "overlap it: start gradient all-reduce during backward (DDP bucket size, FSDP "
             "prefetch), run collectives on their own stream, or shrink what is sent",
         )
@@ -160,7 +181,9 @@ def _uncovered(start: int, end: int, lo: np.ndarray, hi: np.ndarray) -> int:
     return end - start - int(covered)
 
 
-def _sync_forcing(rows: pa.Table, rank: int, span: int, steps: int, ids: _Ids) -> list[Finding]:
+def _sync_forcing(
+    rows: pa.Table, gpu: GpuActivity, span: int, steps: int, ids: Ids
+) -> list[Finding]:
     calls = _events(rows, "Runtime", BLOCKING_CALLS)
     ops = _events(rows, "Op", SYNC_FORCING_OPS)
     if len(calls["ts"]) == 0 or len(ops["ts"]) == 0:
@@ -180,6 +203,9 @@ def _sync_forcing(rows: pa.Table, rank: int, span: int, steps: int, ids: _Ids) -
     if len(hit) < steps:
         return []
     blocked = int(calls["dur"][hit].sum())
+    drained = _drained(gpu, calls["end"][hit], _loading(rows))
+    if drained < SYNC_DRAIN_SHARE * span:
+        return []
     op_names = ops["name"][under[hit]]
     names, counts = np.unique(op_names, return_counts=True)
     named = ", ".join(f"{n} ×{c}" for n, c in sorted(zip(names, counts, strict=True),
@@ -188,15 +214,16 @@ def _sync_forcing(rows: pa.Table, rank: int, span: int, steps: int, ids: _Ids) -
     evidence = ids.of(calls["ev_idx"][hit][order])
     return [
         Finding(
-            "sync-forcing-op",
-            rank,
+            "sync_forcing_op",
+            gpu.rank,
             "Ops that read GPU values on the CPU force synchronizations",
-            blocked // steps,
+            drained // steps,
             len(hit),
             f"{len(hit):,} blocking calls ({len(hit) / steps:.1f} per step) under {named} held "
-            f"the CPU {blocked / 1e3:,.0f} µs and drained the GPU's queue each time",
+            f"the CPU {blocked / 1e3:,.0f} µs; each drained the GPU's queue, which then sat "
+            f"idle {drained / 1e3:,.0f} µs in all until the CPU launched again",
             evidence,
-            _listing(
+            listing(
                 "(r:Runtime)",
                 evidence,
                 "r.id AS runtime, r.name AS name, r.dur AS dur ORDER BY dur DESC, runtime",
@@ -205,6 +232,30 @@ def _sync_forcing(rows: pa.Table, rank: int, span: int, steps: int, ids: _Ids) -
             "nonzero/masked_select with a known size, or read them once per N steps",
         )
     ]
+
+
+def _drained(gpu: GpuActivity, ends: np.ndarray, loading: Intervals) -> int:
+    """GPU idle time after these instants (to the GPU's next start, where it is idle then),
+    less the time the CPU spent loading data in it (input_bound's, not the sync's)."""
+    lo, hi = merged(gpu.ts, gpu.end)
+    if len(lo) == 0:
+        return 0
+    k = np.searchsorted(lo, ends, side="right") - 1
+    idle = ~((k >= 0) & (hi[np.maximum(k, 0)] > ends)) & (k + 1 < len(lo))
+    following = lo[np.minimum(k + 1, len(lo) - 1)]
+    shares = exclusive_shares([(ends[idle], following[idle]), loading])
+    return int(shares.get(1, 0))
+
+
+def _loading(rows: pa.Table) -> Intervals:
+    """The rank's data-loading ranges (input_bound's)."""
+    names = rows["name"]
+    ops = rows.filter(pc.and_(pc.equal(rows["label"], "Op"),
+                              pc.match_substring_regex(pc.fill_null(names, ""),
+                                                       DATA_LOADING.pattern,
+                                                       ignore_case=True)))  # fmt: skip
+    ts = np.array(pc.fill_null(ops["ts"], 0).to_numpy(), np.int64)
+    return ts, ts + np.array(pc.fill_null(ops["dur"], 0).to_numpy(), np.int64)
 
 
 def _events(rows: pa.Table, label: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:

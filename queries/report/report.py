@@ -1,14 +1,15 @@
 """`tracegraph report`: HTA's standard analyses of every rank of a run, and the findings.
 
 Read from the run's archive a rank at a time (never the traces), computed by whole-array sweeps
-(`analyses`), checked where computed (a share never exceeds its whole), and returned as Arrow
-tables. `hta_compatible` reads the rows as HTA 0.5.0 does, to check figures against HTA's own.
+(`analyses`, `collectives`), checked where computed (a share never exceeds its whole), and
+returned as Arrow tables. `hta_compatible` reads the rows as HTA 0.5.0 does, to check figures
+against HTA's own (no findings, no collectives: HTA has neither).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,61 +19,50 @@ import pyarrow.compute as pc
 from tracegraph.ingest.archive import read_rank, run_archive
 from tracegraph.ingest.edgesets.native.frame import FrameSource
 from tracegraph.ingest.edgesets.native.sources import rank_sources
-from tracegraph.ingest.edgesets.records import pid_ranks, run_source
+from tracegraph.ingest.edgesets.records import RunSource, pid_ranks, run_source
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore
 
-from . import analyses
-from .activity import GpuActivity, exact_activity, hta_activity
-from .findings import Finding, rank_findings
+from ..crossrank import step_verdicts
+from . import analyses, collectives
+from .activity import exact_activity, hta_activity
+from .contract import report_json
+from .cpu import CpuEvents
+from .cpu_findings import RankEvents, cpu_findings
+from .findings import Finding, Ids, rank_findings
 from .steps import StepWindow, rows_in, step_figures, step_windows
 
 DEFAULT_TOP = 10
-HTA_MODE = "hta-0.5.0"
+HTA_MODE = "hta-compatible"
+STRAGGLER_SHARE = 0.05  # wait a late rank caused each other rank, of the step's median time
 
 
 class ReportError(TracegraphError):
-    """A report that cannot be made (no such rank, a run without GPU activity asked for)."""
+    """A report that cannot be made (no such rank or step, a step with --hta-compatible)."""
 
 
 @dataclass(frozen=True)
 class Report:
-    """The analyses of one run: a table each (one row per rank, or per rank and stream, type
-    or kernel), and the findings, most costly first."""
+    """The analyses of one run, a table each (see `TABLES`), and the findings, most costly
+    first; `bound_by` per step where a native cross-rank edge set says what bound it."""
 
     run: str
     mode: str  # "exact" | HTA_MODE
     ranks: tuple[int, ...]
-    temporal: pa.Table
-    overlap: pa.Table
-    kernel_types: pa.Table
-    top_kernels: pa.Table
-    idle: pa.Table
-    launches: pa.Table
-    steps: pa.Table  # per rank and step (exact reading only)
-    step: int | None = None  # the one ProfilerStep reported (None: the whole trace)
-    findings: tuple[Finding, ...] = field(default=())
+    step: int | None  # the one ProfilerStep reported (None: every step)
+    tables: Mapping[str, pa.Table]
+    findings: tuple[Finding, ...]
+    bound_by: Mapping[int, dict[str, object]]
 
-    def tables(self) -> dict[str, pa.Table]:
-        return {
-            "steps": self.steps,
-            "temporal": self.temporal,
-            "overlap": self.overlap,
-            "kernel_types": self.kernel_types,
-            "top_kernels": self.top_kernels,
-            "idle": self.idle,
-            "launches": self.launches,
-        }
+    def __getattr__(self, name: str) -> pa.Table:
+        tables = self.__dict__.get("tables", {})
+        if name in tables:
+            return tables[name]
+        raise AttributeError(name)
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "run": self.run,
-            "mode": self.mode,
-            "ranks": list(self.ranks),
-            "step": self.step,
-            "findings": [f.to_json() for f in self.findings],
-            **{name: table.to_pylist() for name, table in self.tables().items()},
-        }
+        """The report's JSON (its contract is in the README)."""
+        return report_json(self)
 
 
 def build_report(
@@ -86,7 +76,7 @@ def build_report(
     top: int = DEFAULT_TOP,
 ) -> Report:
     """The report of `run` (the database's only run when None), of every rank or of `ranks`,
-    over the whole trace or the GPU work of ProfilerStep#`step` (see `steps`)."""
+    over every step or the GPU work of ProfilerStep#`step` (see `steps`)."""
     if step is not None and hta_compatible:
         raise ReportError("--step: HTA's analyses cover the whole trace; drop --hta-compatible")
     source = run_source(store, run)
@@ -100,7 +90,7 @@ def build_report(
     if step is not None:
         windows = {r: _the_step(db, source.run, r, windows.get(r, []), step) for r in wanted}
     read = hta_activity if hta_compatible else exact_activity
-    rows: dict[str, list[dict[str, Any]]] = {k: [] for k in _SCHEMAS}
+    rows: dict[str, list[dict[str, Any]]] = {k: [] for k in TABLES}
     found: list[Finding] = []
     for frame_source in _rank_sources(db, store, source, wanted):
         gpu = read(frame_source)
@@ -108,27 +98,85 @@ def build_report(
         if step is not None:
             gpu = gpu.take(rows_in(gpu, mine[0]))
         rows["steps"] += step_figures(gpu, mine)
-        _add(rows, gpu, top)
-        if not hta_compatible:
-            events = frame_source.rows if step is None else _during(frame_source.rows, mine[0])
-            figures = (rows["temporal"][-1], rows["overlap"][-1])
-            found += rank_findings(gpu, events, figures, len(mine), source.run_idx)
-    tables = {name: pa.Table.from_pylist(rows[name], schema=_SCHEMAS[name]) for name in rows}
-    report = Report(
+        rows["temporal"].append(analyses.temporal_breakdown(gpu))
+        rows["overlap"].append(analyses.comm_comp_overlap(gpu))
+        rows["kernel_types"] += analyses.kernel_type_shares(gpu)
+        rows["top_kernels"] += analyses.top_kernels(gpu, top)
+        rows["idle"] += analyses.idle_breakdown(gpu)
+        rows["launches"].append(analyses.launch_stats(gpu))
+        if hta_compatible:
+            continue
+        rows["queues"] += analyses.queue_lengths(gpu)
+        events = frame_source.rows if step is None else _during(frame_source.rows, mine[0])
+        figures = (rows["temporal"][-1], rows["overlap"][-1])
+        ids = Ids(source.run_idx, gpu.rank)
+        found += rank_findings(gpu, events, figures, len(mine), source.run_idx)
+        found += cpu_findings(RankEvents(gpu.rank, CpuEvents.of(events), gpu, mine, ids))
+    bound_by: dict[int, dict[str, object]] = {}
+    if not hta_compatible:
+        instances, per_rank, stragglers = collectives.collective_rows(
+            collectives.participants(store, source.run), windows
+        )
+        if step is not None:
+            instances = [i for i in instances if i["step"] == step]
+            stragglers = [s for s in stragglers if s["step"] == step]
+        rows["collectives"], rows["collective_ranks"] = instances, per_rank
+        rows["stragglers"] = stragglers
+        found += _straggler_findings(stragglers, rows["steps"], source, len(source.files))
+        bound_by = _bound_by(store, source.run)
+    tables = {name: pa.Table.from_pylist(rows[name], schema=TABLES[name]) for name in TABLES}
+    ordered = sorted(found, key=lambda f: (-f.cost_ns_per_step, f.rank, f.kind, f.step or -1))
+    return Report(
         source.run,
         HTA_MODE if hta_compatible else "exact",
         tuple(wanted),
-        tables["temporal"],
-        tables["overlap"],
-        tables["kernel_types"],
-        tables["top_kernels"],
-        tables["idle"],
-        tables["launches"],
-        tables["steps"],
         step,
-        tuple(sorted(found, key=lambda f: (-f.cost_ns_per_step, f.rank, f.rule))),
+        tables,
+        tuple(ordered),
+        bound_by,
     )
-    return report
+
+
+def _straggler_findings(
+    stragglers: list[dict[str, Any]], steps: list[dict[str, Any]], source: RunSource, world: int
+) -> list[Finding]:
+    """A step whose late rank made each other rank wait ≥ STRAGGLER_SHARE of the step."""
+    found = []
+    for s in stragglers:
+        durations = sorted(r["step_ns"] for r in steps if r["step"] == s["step"])
+        if not durations or world < 2:
+            continue
+        median = durations[len(durations) // 2]
+        each = s["wait_caused_ns"]  # what each other rank lost at its worst collective
+        if each < STRAGGLER_SHARE * median:
+            continue
+        found.append(
+            Finding(
+                "straggler", s["rank"], "A late rank holds up the collectives", each, 1,
+                f"in step {s['step']} rank {s['rank']} arrived last, {s['late_ns'] / 1e3:,.0f} "
+                f"µs after the others at {s['collective']}: each other rank waited "
+                f"{each / 1e3:,.0f} µs",
+                (s["event"],),
+                f"MATCH (k:Op:Kernel)-[:PART_OF]->(c:Collective) WHERE k.id IN [{s['event']}] "
+                "RETURN k.id AS participant, k.rank AS rank, k.ts AS ts, c.name AS collective, "
+                "c.seq AS seq",
+                "see what the late rank does before the collective in that step (data loading, "
+                "a host stall, uneven work): the findings and steps of that rank say which",
+                s["step"],
+            )
+        )  # fmt: skip
+    return found
+
+
+def _bound_by(store: GraphStore, run: str) -> dict[int, dict[str, object]]:
+    """Per step, the rank and op that bound it across ranks, from a native edge set built over
+    every step (none: empty)."""
+    out: dict[int, dict[str, object]] = {}
+    for v in step_verdicts(store, run):
+        number = v.step.removeprefix("ProfilerStep#")
+        if number.isdigit():
+            out[int(number)] = {"rank": v.bound_by_rank, "op": v.bound_by_op}
+    return out
 
 
 def _during(rows: pa.Table, window: StepWindow) -> pa.Table:
@@ -137,7 +185,9 @@ def _during(rows: pa.Table, window: StepWindow) -> pa.Table:
     return rows.filter(pc.and_(pc.greater_equal(ts, window.ts), pc.less(ts, window.end)))
 
 
-def _the_step(db: Path, run: str, rank: int, windows: list[StepWindow], step: int) -> list:
+def _the_step(
+    db: Path, run: str, rank: int, windows: list[StepWindow], step: int
+) -> list[StepWindow]:
     for w in windows:
         if w.step == step:
             return [w]
@@ -147,17 +197,8 @@ def _the_step(db: Path, run: str, rank: int, windows: list[StepWindow], step: in
     )
 
 
-def _add(rows: dict[str, list[dict[str, Any]]], gpu: GpuActivity, top: int) -> None:
-    rows["temporal"].append(analyses.temporal_breakdown(gpu))
-    rows["overlap"].append(analyses.comm_comp_overlap(gpu))
-    rows["kernel_types"] += analyses.kernel_type_shares(gpu)
-    rows["top_kernels"] += analyses.top_kernels(gpu, top)
-    rows["idle"] += analyses.idle_breakdown(gpu)
-    rows["launches"].append(analyses.launch_stats(gpu))
-
-
 def _rank_sources(
-    db: Path, store: GraphStore, source: Any, ranks: list[int]
+    db: Path, store: GraphStore, source: RunSource, ranks: list[int]
 ) -> Iterator[FrameSource]:
     """Each rank's archived rows, one rank held at a time (a run ingested before archives:
     re-read from its traces)."""
@@ -176,7 +217,7 @@ def _rank_sources(
 
 
 _I, _F, _S = pa.int64(), pa.float64(), pa.string()
-_SCHEMAS = {
+TABLES = {
     "steps": pa.schema(
         [("rank", _I), ("step", _I), ("step_ns", _I), ("gpu_work", _I), ("kernel_time_ns", _I),
          ("busy_ns", _I), ("idle_ns", _I), ("compute_ns", _I), ("exposed_communication_ns", _I)]
@@ -203,4 +244,8 @@ _SCHEMAS = {
         [("rank", _I), ("launches", _I)]
         + [(f"{p}_{s}_ns", _F) for p in ("call", "delay") for s in ("mean", "p50", "p95", "max")]
     ),
+    "queues": pa.schema(
+        [("rank", _I), ("stream", _I), ("launches", _I), ("max", _I), ("mean", _F)]
+    ),
+    **collectives.SCHEMAS,
 }  # fmt: skip

@@ -91,9 +91,9 @@ def figures(path: Path) -> dict[str, object]:
     }
 
 
-def calls_under(path: Path, ops: set[str], calls: set[str]) -> tuple[int, int]:
+def calls_under(path: Path, ops: set[str], calls: set[str]) -> tuple[int, int, list[int]]:
     """How many runtime calls named in `calls` run inside (same pid and tid, within its start
-    and end) an op named in `ops`, and their summed duration in ns."""
+    and end) an op named in `ops`, their summed duration in ns, and their ends."""
     raw = path.read_bytes()
     if raw[:2] == b"\x1f\x8b":
         raw = gzip.decompress(raw)
@@ -106,11 +106,40 @@ def calls_under(path: Path, ops: set[str], calls: set[str]) -> tuple[int, int]:
 
     outer = [(e["pid"], e["tid"], *span(e)) for e in events
              if e.get("cat") in ("cpu_op", "Operator") and e.get("name") in ops]  # fmt: skip
-    count = total = 0
+    count, total, ends = 0, 0, []
     for e in events:
         if e.get("cat") in ("cuda_runtime", "Runtime") and e.get("name") in calls:
             a, b = span(e)
             if any(p == e["pid"] and t == e["tid"] and s <= a and b <= f
                    for p, t, s, f in outer):  # fmt: skip
                 count, total = count + 1, total + b - a
-    return count, total
+                ends.append(b)
+    return count, total, ends
+
+
+def gpu_idle_after(path: Path, instants: list[int]) -> int:
+    """The GPU's idle time from each instant to its next start (0 where it is busy then), less
+    the time in ranges whose names say data loading."""
+    busy = union([(a, b) for a, b, _ in gpu_events(path)])
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    loading = union(
+        [
+            (
+                int(Decimal(e["ts"]) * 1000),
+                int(Decimal(e["ts"]) * 1000) + int(Decimal(e["dur"]) * 1000),
+            )
+            for e in json.loads(raw, parse_float=Decimal)["traceEvents"]
+            if e.get("ph") == "X" and "dur" in e and "dataloader" in e.get("name", "").lower()
+        ]
+    )
+    idle = []
+    for t in instants:
+        if any(a <= t < b for a, b in busy):
+            continue
+        later = [a for a, _ in busy if a > t]
+        if later:
+            idle.append((t, min(later)))
+    gaps = union(idle)
+    return length(gaps) - intersection(gaps, loading)

@@ -1,0 +1,232 @@
+"""Collectives across ranks: per instance the arrival skew, each rank's wait, the latency, the
+message size and bandwidth where the trace records sizes; per rank how often it arrived last and
+the wait it caused; per step the straggler.
+
+Arrival is a participant's start (the NCCL/RCCL kernel's on a GPU rank, the `gloo:*` range's on
+a CPU rank), on clocks aligned as the native cross-rank path aligns them: a collective ends on
+every participant at about the same moment, so a rank's offset is the median, over the run's
+collectives, of its end minus the median end of that collective's participants. A rank waits at
+a collective from its arrival to the last participant's; the last arriver caused that wait. A
+step's straggler is the rank that caused the most wait per other participant at any one of the
+step's collectives (a step's collectives overlap, so the same lateness shows at each: not
+summed).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from tracegraph.ingest.store import GraphStore
+
+from .analyses import Row
+from .steps import StepWindow
+
+_DTYPE_BYTES = {"float": 4, "float32": 4, "c10::Float": 4, "double": 8, "float64": 8,
+                "c10::Half": 2, "half": 2, "float16": 2, "c10::BFloat16": 2, "bfloat16": 2,
+                "long int": 8, "int64": 8, "long": 8, "int": 4, "int32": 4, "int8_t": 1,
+                "int8": 1, "unsigned char": 1, "uint8": 1, "bool": 1}  # fmt: skip
+# NCCL's bus-bandwidth factor by collective, n participants (nccl-tests' PERFORMANCE.md)
+_BUS_FACTOR = (
+    (re.compile(r"all_?reduce", re.I), lambda n: 2 * (n - 1) / n),
+    (re.compile(r"all_?gather|reduce_?scatter|all_?to_?all|alltoall", re.I), lambda n: (n - 1) / n),
+    (re.compile(r"broadcast|reduce|send|recv", re.I), lambda n: 1.0),
+)
+
+
+@dataclass(frozen=True)
+class Participants:
+    """Every participant of the run's collective instances, as columns."""
+
+    instance: np.ndarray  # index into `names`
+    names: list[tuple[str, str, int]]  # (collective, process group, seq) per instance
+    rank: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    args: list[str]
+    event: np.ndarray  # the participant's event id
+
+    @property
+    def n(self) -> int:
+        return len(self.rank)
+
+
+def participants(store: GraphStore, run: str) -> Participants:
+    table = store.run(
+        "MATCH (k:Op:Kernel)-[:PART_OF]->(c:Collective) WHERE c.run = $run "
+        "RETURN c.id AS id, c.name AS name, c.process_group AS pg, c.seq AS seq, "
+        "k.rank AS rank, k.ts AS ts, k.dur AS dur, k.args AS args, k.id AS event "
+        "ORDER BY id, rank, ts",
+        {"run": run},
+    ).table
+    ids = table["id"].to_numpy()
+    uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    names = [
+        (str(table["name"][i]), str(table["pg"][i] or ""), int(table["seq"][i].as_py() or 0))
+        for i in first.tolist()
+    ]
+    ts = table["ts"].to_numpy().astype(np.int64)
+    dur = np.nan_to_num(table["dur"].to_numpy(zero_copy_only=False).astype(np.float64))
+    return Participants(
+        inverse.ravel().astype(np.int64),
+        names,
+        table["rank"].to_numpy().astype(np.int64),
+        ts,
+        ts + dur.astype(np.int64),
+        [a or "" for a in table["args"].to_pylist()],
+        table["event"].to_numpy().astype(np.int64),
+    )
+
+
+def clock_offsets(p: Participants) -> dict[int, int]:
+    """Per rank: the median of (its end − the median end of the instance's participants)."""
+    deltas: dict[int, list[int]] = {}
+    for i in np.unique(p.instance):
+        sel = np.nonzero(p.instance == i)[0]
+        if len(np.unique(p.rank[sel])) < 2:
+            continue
+        middle = float(np.median(p.end[sel]))
+        for j in sel:
+            deltas.setdefault(int(p.rank[j]), []).append(int(p.end[j] - middle))
+    return {r: int(np.median(v)) for r, v in deltas.items()}
+
+
+def collective_rows(
+    p: Participants, windows: dict[int, list[StepWindow]]
+) -> tuple[list[Row], list[Row], list[Row]]:
+    """(per instance, per rank, per step) rows: see the module docstring."""
+    offsets = clock_offsets(p)
+    shift = np.array([offsets.get(int(r), 0) for r in p.rank], np.int64)
+    arrive, leave = p.ts - shift, p.end - shift
+    instances: list[Row] = []
+    caused: dict[int, int] = {}
+    last_count: dict[int, int] = {}
+    waited: dict[int, int] = {}
+    per_step: dict[int, dict[int, int]] = {}  # step → rank → most wait caused per other rank
+    # (step, rank) → (lateness, collective, the late participant's event)
+    worst: dict[tuple[int, int], tuple[int, str, int]] = {}
+    for i in np.unique(p.instance).tolist():
+        sel = np.nonzero(p.instance == i)[0]
+        if len(np.unique(p.rank[sel])) < 2:
+            continue
+        last = sel[np.lexsort((p.rank[sel], arrive[sel]))[-1]]
+        waits = arrive[last] - arrive[sel]
+        cause = int(waits.sum())
+        last_rank = int(p.rank[last])
+        caused[last_rank] = caused.get(last_rank, 0) + cause
+        last_count[last_rank] = last_count.get(last_rank, 0) + 1
+        for j, w in zip(sel.tolist(), waits.tolist(), strict=True):
+            waited[int(p.rank[j])] = waited.get(int(p.rank[j]), 0) + int(w)
+        step = _step_of(int(p.rank[last]), int(p.ts[last]), windows)
+        name, group, seq = p.names[i]
+        if step is not None:
+            # collectives of one step overlap (DDP's buckets): the same lateness shows at each,
+            # so a step counts its largest, per waiting rank
+            each = cause // (len(sel) - 1)
+            per_step.setdefault(step, {})
+            per_step[step][last_rank] = max(per_step[step].get(last_rank, 0), each)
+            others = arrive[sel][sel != last]
+            late = int(arrive[last] - np.median(others))
+            if late > worst.get((step, last_rank), (-1, "", -1))[0]:
+                worst[(step, last_rank)] = (late, f"{name} #{seq}", int(p.event[last]))
+        latency = int(leave[sel].min() - arrive[last])
+        size = _message_bytes(p.args[last])
+        instances.append(
+            {
+                "collective": name,
+                "process_group": group,
+                "seq": seq,
+                "step": step,
+                "participants": len(sel),
+                "skew_ns": int(arrive[sel].max() - arrive[sel].min()),
+                "last_rank": last_rank,
+                "wait_caused_ns": cause,
+                "latency_ns": latency,
+                "bytes": size,
+                "bus_gbps": _bus_gbps(name, size, latency, len(sel)),
+                "waits_ns": json.dumps(
+                    {
+                        str(int(p.rank[j])): int(w)
+                        for j, w in zip(sel.tolist(), waits.tolist(), strict=True)
+                    }
+                ),
+            }  # fmt: skip
+        )
+    ranks = sorted(set(int(r) for r in p.rank))
+    per_rank = [
+        {
+            "rank": r,
+            "arrived_last": last_count.get(r, 0),
+            "wait_caused_ns": caused.get(r, 0),
+            "waited_ns": waited.get(r, 0),
+            "clock_offset_ns": offsets.get(r, 0),
+        }  # fmt: skip
+        for r in ranks
+    ]
+    stragglers = []
+    for step, by_rank in sorted(per_step.items()):
+        rank, cause = max(by_rank.items(), key=lambda rc: (rc[1], -rc[0]))
+        late, at, event = worst.get((step, rank), (0, "", -1))
+        stragglers.append({"step": step, "rank": rank, "wait_caused_ns": cause,
+                           "late_ns": late, "collective": at, "event": event})  # fmt: skip
+    return instances, per_rank, stragglers
+
+
+def _step_of(rank: int, ts: int, windows: dict[int, list[StepWindow]]) -> int | None:
+    for w in windows.get(rank, []):
+        if w.ts <= ts < w.end:
+            return w.step
+    return None
+
+
+def _message_bytes(args: str) -> int | None:
+    """The message size the trace records: NCCL's `In msg nelems` × dtype, else the input's
+    dims × type (gloo ranges); None when it records neither."""
+    try:
+        data: dict[str, Any] = json.loads(args) if args else {}
+    except ValueError:
+        return None
+    nelems = data.get("In msg nelems")
+    dtype = data.get("dtype")
+    if nelems is None:
+        dims = data.get("Input Dims")
+        if isinstance(dims, list) and dims and isinstance(dims[0], list) and dims[0]:
+            nelems = int(np.prod(dims[0]))
+        types = data.get("Input type")
+        dtype = types[0] if isinstance(types, list) and types else dtype
+    size = _DTYPE_BYTES.get(str(dtype)) if dtype is not None else None
+    if not isinstance(nelems, int | float) or size is None:
+        return None
+    return int(nelems) * size
+
+
+def _bus_gbps(name: str, size: int | None, latency_ns: int, n: int) -> float | None:
+    if size is None or latency_ns <= 0 or n < 2:
+        return None
+    for pattern, factor in _BUS_FACTOR:
+        if pattern.search(name):
+            return round(size / latency_ns * factor(n), 3)  # bytes/ns = GB/s
+    return None
+
+
+SCHEMAS = {
+    "collectives": pa.schema(
+        [("collective", pa.string()), ("process_group", pa.string()), ("seq", pa.int64()),
+         ("step", pa.int64()), ("participants", pa.int64()), ("skew_ns", pa.int64()),
+         ("last_rank", pa.int64()), ("wait_caused_ns", pa.int64()), ("latency_ns", pa.int64()),
+         ("bytes", pa.int64()), ("bus_gbps", pa.float64()), ("waits_ns", pa.string())]
+    ),
+    "collective_ranks": pa.schema(
+        [("rank", pa.int64()), ("arrived_last", pa.int64()), ("wait_caused_ns", pa.int64()),
+         ("waited_ns", pa.int64()), ("clock_offset_ns", pa.int64())]
+    ),
+    "stragglers": pa.schema(
+        [("step", pa.int64()), ("rank", pa.int64()), ("wait_caused_ns", pa.int64()),
+         ("late_ns", pa.int64()), ("collective", pa.string()), ("event", pa.int64())]
+    ),
+}  # fmt: skip

@@ -1,0 +1,130 @@
+"""The report as JSON: the contract scripts rely on (README: "The report's JSON"). Times in µs
+(floats, to the ns), one entry per rank, per step and per collective instance."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .report import Report
+
+
+def _us(ns: int | float | None) -> float | None:
+    return None if ns is None else round(ns / 1e3, 3)
+
+
+def _by_rank(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    out: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for row in rows:
+        out[row["rank"]].append(row)
+    return out
+
+
+def report_json(report: Report) -> dict[str, Any]:
+    t = {name: table.to_pylist() for name, table in report.tables.items()}
+    temporal = {r["rank"]: r for r in t["temporal"]}
+    overlap = {r["rank"]: r for r in t["overlap"]}
+    launch = {r["rank"]: r for r in t["launches"]}
+    idle, kinds, kernels, queues = (_by_rank(t[n]) for n in ("idle", "kernel_types",
+                                                              "top_kernels", "queues"))  # fmt: skip
+    ranks = []
+    for rank in report.ranks:
+        tr = temporal.get(rank, {})
+        streams: dict[int, dict[str, Any]] = {}
+        for row in idle.get(rank, []):
+            entry = streams.setdefault(row["stream"], {"stream": row["stream"]})
+            entry[f"{row['idle_category']}_us"] = _us(row["idle_ns"])
+        ranks.append(
+            {
+                "rank": rank,
+                "temporal": {
+                    "idle_us": _us(tr.get("idle_ns")),
+                    "compute_us": _us(tr.get("compute_ns")),
+                    "non_compute_us": _us(tr.get("non_compute_ns")),
+                    "kernel_us": _us(tr.get("kernel_time_ns")),
+                    "idle_pct": tr.get("idle_pct"),
+                    "compute_pct": tr.get("compute_pct"),
+                    "non_compute_pct": tr.get("non_compute_pct"),
+                    "idle_host_wait_us": _us(tr.get("idle_host_wait_ns")),
+                    "idle_kernel_wait_us": _us(tr.get("idle_kernel_wait_ns")),
+                    "idle_other_us": _us(tr.get("idle_other_ns")),
+                },
+                "comm_comp_overlap_pct": overlap.get(rank, {}).get("overlap_pct"),
+                "idle": list(streams.values()),
+                "kernel_types": {k["kernel_type"]: _us(k["total_ns"]) for k in kinds.get(rank, [])},
+                "top_kernels": [
+                    {
+                        "kernel_type": k["kernel_type"],
+                        "name": k["name"],
+                        "names": k["names"],
+                        "count": k["count"],
+                        "total_us": _us(k["total_ns"]),
+                        "mean_us": _us(k["mean_ns"]),
+                        "min_us": _us(k["min_ns"]),
+                        "max_us": _us(k["max_ns"]),
+                        "std_us": _us(k["std_ns"]),
+                    }  # fmt: skip
+                    for k in kernels.get(rank, [])
+                ],
+                "launch": {
+                    k.replace("_ns", "_us"): (_us(v) if k.endswith("_ns") else v)
+                    for k, v in launch.get(rank, {}).items()
+                    if k != "rank"
+                },  # fmt: skip
+                "queues": [
+                    {
+                        "stream": q["stream"],
+                        "launches": q["launches"],
+                        "max": q["max"],
+                        "mean": round(q["mean"], 3),
+                    }  # fmt: skip
+                    for q in queues.get(rank, [])
+                ],
+            }
+        )
+    stragglers = {s["step"]: s for s in t["stragglers"]}
+    steps: dict[int, dict[str, Any]] = {}
+    for row in t["steps"]:
+        entry = steps.setdefault(row["step"], {"step": row["step"], "durations_us": {}})
+        entry["durations_us"][str(row["rank"])] = _us(row["step_ns"])
+    for number, entry in steps.items():
+        s = stragglers.get(number)
+        entry["straggler"] = (
+            {
+                "rank": s["rank"],
+                "late_us": _us(s["late_ns"]),
+                "collective": s["collective"],
+                "caused_wait_us": _us(s["wait_caused_ns"]),
+            }  # fmt: skip
+            if s is not None
+            else None
+        )
+        entry["bound_by"] = report.bound_by.get(number)
+    return {
+        "run": report.run,
+        "mode": report.mode,
+        "step": report.step,
+        "ranks": ranks,
+        "steps": [steps[n] for n in sorted(steps)],
+        "collectives": [
+            {
+                **{k: v for k, v in c.items() if not k.endswith("_ns")},
+                "skew_us": _us(c["skew_ns"]),
+                "wait_caused_us": _us(c["wait_caused_ns"]),
+                "latency_us": _us(c["latency_ns"]),
+            }  # fmt: skip
+            for c in t["collectives"]
+        ],
+        "collective_ranks": [
+            {
+                "rank": c["rank"],
+                "arrived_last": c["arrived_last"],
+                "wait_caused_us": _us(c["wait_caused_ns"]),
+                "waited_us": _us(c["waited_ns"]),
+                "clock_offset_us": _us(c["clock_offset_ns"]),
+            }  # fmt: skip
+            for c in t["collective_ranks"]
+        ],
+        "findings": [f.to_json() for f in report.findings],
+    }

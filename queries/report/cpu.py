@@ -1,0 +1,93 @@
+"""One rank's CPU events as columns, and the nesting questions the findings ask of them, by
+whole-array passes per thread (nesting is by time on the same pid and tid, as the ingest's
+CALLS edges are)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .intervals import merged
+
+
+@dataclass(frozen=True)
+class CpuEvents:
+    """The rank's Op and Runtime events: ev_idx, label, cat, name, thread, start, end."""
+
+    ev_idx: np.ndarray
+    is_runtime: np.ndarray
+    cat: np.ndarray  # object (str)
+    name: np.ndarray  # object (str)
+    thread: np.ndarray  # one number per (pid, tid)
+    ts: np.ndarray
+    end: np.ndarray
+
+    @property
+    def dur(self) -> np.ndarray:
+        return self.end - self.ts
+
+    @staticmethod
+    def of(rows: pa.Table) -> CpuEvents:
+        cpu = rows.filter(pc.is_in(rows["label"], pa.array(["Op", "Runtime"])))
+
+        def ints(column: str) -> np.ndarray:
+            return np.array(pc.fill_null(cpu[column], -1).to_numpy(), np.int64)
+
+        pid, tid = ints("pid"), ints("tid")
+        thread = (
+            np.unique(np.stack([pid, tid]), axis=1, return_inverse=True)[1] if len(pid) else pid
+        )
+        ts = ints("ts")
+        return CpuEvents(
+            ints("ev_idx"),
+            np.asarray(pc.equal(cpu["label"], "Runtime").to_numpy(zero_copy_only=False), bool),
+            np.array(pc.fill_null(cpu["cat"], "").to_pylist(), dtype=object),
+            np.array(pc.fill_null(cpu["name"], "").to_pylist(), dtype=object),
+            np.asarray(thread, np.int64).ravel(),
+            ts,
+            ts + np.maximum(ints("dur"), 0),
+        )
+
+    def named(self, prefixes: tuple[str, ...]) -> np.ndarray:
+        return np.array([n.startswith(prefixes) for n in self.name], bool)
+
+    def top_level(self, among: np.ndarray) -> np.ndarray:
+        """Of the events in `among`, those no other event in `among` on their thread encloses."""
+        rows = np.nonzero(among)[0]
+        out = np.zeros(len(self.ts), bool)
+        if len(rows) == 0:
+            return out
+        order = rows[np.lexsort((-self.end[rows], self.ts[rows], self.thread[rows]))]
+        thread, ts, end = self.thread[order], self.ts[order], self.end[order]
+        new = np.concatenate(([True], thread[1:] != thread[:-1]))
+        # the latest end of the earlier events of the same thread
+        reach = np.empty(len(order), np.int64)
+        for lo, hi in _runs(new):
+            reach[lo:hi] = np.maximum.accumulate(end[lo:hi])
+        before = np.concatenate(([np.iinfo(np.int64).min], reach[:-1]))
+        out[order] = new | (ts >= before)
+        return out
+
+    def inside(self, inner: np.ndarray, outer: np.ndarray) -> np.ndarray:
+        """Which `inner` events lie within some `outer` event of their thread."""
+        out = np.zeros(len(self.ts), bool)
+        for t in np.unique(self.thread[inner]):
+            lo, hi = merged(
+                self.ts[outer & (self.thread == t)], self.end[outer & (self.thread == t)]
+            )
+            rows = np.nonzero(inner & (self.thread == t))[0]
+            if len(lo) == 0:
+                continue
+            at = np.searchsorted(lo, self.ts[rows], side="right") - 1
+            ok = at >= 0
+            ok[ok] &= self.end[rows[ok]] <= hi[at[ok]]
+            out[rows] = ok
+        return out
+
+
+def _runs(starts: np.ndarray) -> list[tuple[int, int]]:
+    edges = [*np.nonzero(starts)[0].tolist(), len(starts)]
+    return list(zip(edges[:-1], edges[1:], strict=True))

@@ -1,0 +1,308 @@
+"""The CPU side of the fault catalog: rules over one rank's CPU events (and its GPU busy time
+where it has a GPU). Each rule's threshold is with it; costs are per step (the rank's
+ProfilerSteps, or its whole trace as one step where it has none).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .activity import GpuActivity
+from .cpu import CpuEvents
+from .findings import DATA_LOADING, EVIDENCE_ROWS, Finding, Ids, listing
+from .intervals import exclusive_shares, merged, union_length
+from .steps import StepWindow
+
+INPUT_BOUND_SHARE = 0.10  # data loading with the GPU idle (CPU-only: at all), of the step time
+STALL_SHARE = 0.10  # time inside steps with no op or runtime call on any thread
+STALL_MIN_NS = 1_000_000  # gaps shorter than this are the loop's own overhead
+CASTS = ("aten::to", "aten::_to_copy", "aten::type_as")
+MATMULS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm",
+           "aten::baddbmm", "aten::conv1d", "aten::conv2d", "aten::convolution")  # fmt: skip
+CAST_PAIRS_PER_STEP = 4  # casts next to a matmul, per step
+SMALL_OP_NS = 50_000
+SMALL_OPS_PER_STEP = 200  # top-level aten ops under 50 µs, per step
+SMALL_OP_GPU_SHARE = 0.5  # on a GPU rank: their CPU time against the GPU's busy time
+OPTIMIZER_SHARE = 0.20  # Optimizer.step ranges, of the step time
+OPTIMIZER_OPS_PER_STEP = 100  # aten ops inside them, per step
+ALLOCATIONS = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "hipMalloc",
+               "hipFree", "hipMallocHost", "hipFreeHost", "cudaMallocAsync",
+               "cudaFreeAsync")  # fmt: skip
+SCHEDULE_RATIO = 1.5  # the first step this much longer (or shorter) than the others' median
+
+
+@dataclass(frozen=True)
+class RankEvents:
+    """What the CPU rules read of one rank."""
+
+    rank: int
+    cpu: CpuEvents
+    gpu: GpuActivity | None  # None: HTA's reading, or no GPU
+    windows: list[StepWindow]
+    ids: Ids
+
+    @property
+    def steps(self) -> int:
+        return max(len(self.windows), 1)
+
+    def step_time(self) -> int:
+        if self.windows:
+            return sum(w.dur for w in self.windows)
+        return int(self.cpu.end.max() - self.cpu.ts.min()) if len(self.cpu.ts) else 0
+
+    def in_steps(self) -> tuple[np.ndarray, np.ndarray]:
+        """The steps' annotation spans (the whole trace where there are none)."""
+        if self.windows:
+            return (np.array([w.ts for w in self.windows]),
+                    np.array([w.ts + w.dur for w in self.windows]))  # fmt: skip
+        return np.array([self.cpu.ts.min()]), np.array([self.cpu.end.max()])
+
+
+def cpu_findings(r: RankEvents) -> list[Finding]:
+    if len(r.cpu.ts) == 0 or r.step_time() <= 0:
+        return []
+    return [
+        *_input_bound(r),
+        *_stall(r),
+        *_implicit_casts(r),
+        *_small_op_storm(r),
+        *_optimizer_dominance(r),
+        *_memory_churn(r),
+        *_schedule_distortion(r),
+    ]
+
+
+def _evidence(r: RankEvents, rows: np.ndarray, weight: np.ndarray) -> tuple[int, ...]:
+    order = np.lexsort((r.cpu.ev_idx[rows], -weight))[:EVIDENCE_ROWS]
+    return r.ids.of(r.cpu.ev_idx[rows][order])
+
+
+def _op_listing(evidence: tuple[int, ...]) -> str:
+    return listing("(o:Op)", evidence, "o.id AS op, o.name AS name, o.ts AS ts, o.dur AS dur")
+
+
+def _data_loading(r: RankEvents) -> np.ndarray:
+    return ~r.cpu.is_runtime & np.array([bool(DATA_LOADING.search(n)) for n in r.cpu.name], bool)
+
+
+def _input_bound(r: RankEvents) -> list[Finding]:
+    loading = _data_loading(r)
+    if not loading.any():
+        return []
+    lo, hi = merged(r.cpu.ts[loading], r.cpu.end[loading])
+    if r.gpu is not None and r.gpu.n:
+        shares = exclusive_shares([(lo, hi), (r.gpu.ts, r.gpu.end)])
+        starved = int(shares.get(1, 0))  # loading while no GPU work runs
+        what = "while the GPU was idle"
+    else:
+        starved = int((hi - lo).sum())
+        what = "(no GPU: the step waited on it)"
+    total = r.step_time()
+    if starved < INPUT_BOUND_SHARE * total:
+        return []
+    rows = np.nonzero(loading)[0]
+    evidence = _evidence(r, rows, r.cpu.dur[rows])
+    return [
+        Finding(
+            "input_bound", r.rank, "Steps wait for input data", starved // r.steps, len(rows),
+            f"data loading ran {starved / 1e3:,.0f} µs {what}, {starved / total:.1%} of the "
+            f"steps' time (ranges named like {r.cpu.name[rows[0]]!r})",
+            evidence, _op_listing(evidence),
+            "load ahead: DataLoader(num_workers > 0, pin_memory=True, prefetch_factor), move "
+            "decoding/augmentation off the training process, or cache the dataset",
+        )
+    ]  # fmt: skip
+
+
+def _stall(r: RankEvents) -> list[Finding]:
+    cpu = r.cpu
+    step = cpu.named(("ProfilerStep#",))
+    busy = ~step & (cpu.cat != "python_function") & ~_data_loading(r)
+    lo, hi = merged(cpu.ts[busy], cpu.end[busy])
+    step_lo, step_hi = r.in_steps()
+    gaps_lo, gaps_hi = [], []
+    for a, b in zip(step_lo.tolist(), step_hi.tolist(), strict=True):
+        inside = (hi > a) & (lo < b)
+        starts = np.concatenate(([a], np.minimum(hi[inside], b)))
+        ends = np.concatenate((np.maximum(lo[inside], a), [b]))
+        keep = ends - starts >= STALL_MIN_NS
+        gaps_lo.append(starts[keep])
+        gaps_hi.append(ends[keep])
+    g_lo, g_hi = np.concatenate(gaps_lo), np.concatenate(gaps_hi)
+    # time in a gap, not loading data (input_bound's), and with no GPU work running through it
+    others = [(cpu.ts[_data_loading(r)], cpu.end[_data_loading(r)])]
+    if r.gpu is not None and r.gpu.n:
+        others.append((r.gpu.ts, r.gpu.end))
+    stalled = int(exclusive_shares([(g_lo, g_hi), *others]).get(1, 0))
+    total = r.step_time()
+    if stalled < STALL_SHARE * total:
+        return []
+    # python frames inside the gaps say what ran (gc.collect: a GC pass)
+    frames = np.nonzero(cpu.cat == "python_function")[0]
+    within = [i for i in frames.tolist() if _within(cpu, i, g_lo, g_hi)]
+    rows = cpu.top_level(np.isin(np.arange(len(cpu.ts)), within))
+    rows = np.nonzero(rows)[0]
+    gc = [i for i in rows.tolist() if "collect" in cpu.name[i]]
+    if len(rows):
+        heaviest = rows[np.argsort(-cpu.dur[rows], kind="stable")[:2]]
+        cause = ", ".join(f"{cpu.name[i]} {cpu.dur[i] / 1e3:,.0f} µs" for i in heaviest)
+        cause = ("a GC pass (gc.collect) and Python: " if gc else "Python: ") + cause
+    else:
+        cause = "nothing the profiler recorded (GC, the GIL or host work)"
+    evidence = _evidence(r, rows, cpu.dur[rows]) if len(rows) else ()
+    return [
+        Finding(
+            "gc_stall", r.rank, "The process stalls inside steps (GC/GIL)", stalled // r.steps,
+            len(g_lo),
+            f"{len(g_lo):,} gaps of at least {STALL_MIN_NS / 1e6:.0f} ms with no op or runtime "
+            f"call on any thread{' or GPU work' if r.gpu is not None and r.gpu.n else ''}: "
+            f"{stalled / 1e3:,.0f} µs, {stalled / total:.1%} of the steps' time; in them ran "
+            f"{cause}",
+            evidence,
+            _op_listing(evidence) if evidence else
+            "-- no python frames recorded: profile with with_stack=True to see what ran",
+            "find what holds the interpreter: gc.freeze() after setup or gc.disable() with "
+            "periodic collection between steps, fewer cyclic objects per step, no Python-heavy "
+            "work (logging, metrics) inside the step",
+        )
+    ]  # fmt: skip
+
+
+def _within(cpu: CpuEvents, i: int, lo: np.ndarray, hi: np.ndarray) -> bool:
+    """Whether event i lies within one of the gaps [lo, hi)."""
+    return bool(((lo <= cpu.ts[i]) & (cpu.end[i] <= hi)).any())
+
+
+def _top_aten(r: RankEvents) -> np.ndarray:
+    aten = ~r.cpu.is_runtime & r.cpu.named(("aten::",))
+    return r.cpu.top_level(aten)
+
+
+def _implicit_casts(r: RankEvents) -> list[Finding]:
+    cpu = r.cpu
+    top = np.nonzero(_top_aten(r))[0]
+    top = top[np.lexsort((cpu.ts[top], cpu.thread[top]))]
+    names = cpu.name[top]
+    same = cpu.thread[top][1:] == cpu.thread[top][:-1]
+    cast = np.isin(names, CASTS)
+    mm = np.isin(names, MATMULS)
+    before = same & cast[:-1] & mm[1:]  # a cast, then a matmul
+    after = same & mm[:-1] & cast[1:]  # a matmul, then a cast
+    rows = np.unique(np.concatenate((top[:-1][before], top[1:][after])))
+    if len(rows) < CAST_PAIRS_PER_STEP * r.steps:
+        return []
+    spent = int(cpu.dur[rows].sum())
+    evidence = _evidence(r, rows, cpu.dur[rows])
+    return [
+        Finding(
+            "implicit_casts", r.rank, "Dtype casts around matmuls", spent // r.steps, len(rows),
+            f"{len(rows):,} casts ({len(rows) / r.steps:.0f} per step) right before or after a "
+            f"matmul took {spent / 1e3:,.0f} µs",
+            evidence, _op_listing(evidence),
+            "keep activations and weights in one dtype (autocast for mixed precision, the "
+            "model and inputs cast once), not per layer",
+        )
+    ]  # fmt: skip
+
+
+def _small_op_storm(r: RankEvents) -> list[Finding]:
+    cpu = r.cpu
+    small = _top_aten(r) & (cpu.dur < SMALL_OP_NS)
+    rows = np.nonzero(small)[0]
+    if len(rows) < SMALL_OPS_PER_STEP * r.steps:
+        return []
+    spent = int(cpu.dur[rows].sum())
+    if r.gpu is not None and r.gpu.n:
+        busy = union_length(r.gpu.ts, r.gpu.end)
+        if spent < SMALL_OP_GPU_SHARE * busy:
+            return []  # the GPU has more work than the launches cost: not launch-bound
+    evidence = _evidence(r, rows, cpu.dur[rows])
+    return [
+        Finding(
+            "small_op_storm", r.rank, "Many tiny eager ops", spent // r.steps, len(rows),
+            f"{len(rows) / r.steps:,.0f} top-level ops under {SMALL_OP_NS / 1e3:.0f} µs per step, "
+            f"{spent / 1e3:,.0f} µs of CPU time in all",
+            evidence, _op_listing(evidence),
+            "fuse them: torch.compile, foreach/fused kernels, fewer Python-level elementwise ops",
+        )
+    ]  # fmt: skip
+
+
+def _optimizer_dominance(r: RankEvents) -> list[Finding]:
+    cpu = r.cpu
+    step = ~cpu.is_runtime & cpu.named(("Optimizer.step#",))
+    if not step.any():
+        return []
+    spent = union_length(cpu.ts[step], cpu.end[step])
+    ops = cpu.inside(~cpu.is_runtime & cpu.named(("aten::",)), step)
+    count = int(ops.sum())
+    total = r.step_time()
+    if spent < OPTIMIZER_SHARE * total or count < OPTIMIZER_OPS_PER_STEP * r.steps:
+        return []
+    rows = np.nonzero(step)[0]
+    evidence = _evidence(r, rows, cpu.dur[rows])
+    return [
+        Finding(
+            "optimizer_dominance", r.rank, "The optimizer step dominates", int(spent) // r.steps,
+            count,
+            f"Optimizer.step took {spent / 1e3:,.0f} µs ({spent / total:.1%} of the steps' time) "
+            f"running {count / r.steps:,.0f} ops per step",
+            evidence, _op_listing(evidence),
+            "use the foreach or fused optimizer (foreach=True / fused=True), or a fused "
+            "optimizer from apex/torchao",
+        )
+    ]  # fmt: skip
+
+
+def _memory_churn(r: RankEvents) -> list[Finding]:
+    cpu = r.cpu
+    calls = cpu.is_runtime & np.isin(cpu.name, ALLOCATIONS)
+    lo, hi = r.in_steps()
+    at = np.searchsorted(lo, cpu.ts, side="right") - 1
+    in_step = (at >= 0) & (cpu.ts < hi[np.maximum(at, 0)])
+    rows = np.nonzero(calls & in_step)[0]
+    if len(rows) < r.steps:  # at least one per step
+        return []
+    spent = int(cpu.dur[rows].sum())
+    evidence = _evidence(r, rows, cpu.dur[rows])
+    return [
+        Finding(
+            "memory_churn", r.rank, "Device memory allocated and freed inside steps",
+            spent // r.steps, len(rows),
+            f"{len(rows):,} cudaMalloc/cudaFree-like calls in the steps, {spent / 1e3:,.0f} µs",
+            evidence,
+            listing("(r:Runtime)", evidence, "r.id AS runtime, r.name AS name, r.dur AS dur"),
+            "let the caching allocator keep memory: stable shapes, no torch.cuda.empty_cache() "
+            "in the loop, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+        )
+    ]  # fmt: skip
+
+
+def _schedule_distortion(r: RankEvents) -> list[Finding]:
+    if len(r.windows) < 3:
+        return []
+    durs = np.array([w.dur for w in r.windows], np.int64)
+    rest = float(np.median(durs[1:]))
+    first = int(durs[0])
+    if rest <= 0 or 1 / SCHEDULE_RATIO < first / rest < SCHEDULE_RATIO:
+        return []
+    w = r.windows[0]
+    evidence = r.ids.of(np.array([_step_event(r, w)]))
+    return [
+        Finding(
+            "schedule_distortion", r.rank, "The first profiled step is unlike the others",
+            abs(first - int(rest)) // r.steps, 1,
+            f"ProfilerStep#{w.step} took {first / 1e3:,.0f} µs, the others' median "
+            f"{rest / 1e3:,.0f} µs: averages over all steps mislead",
+            evidence, _op_listing(evidence),
+            "profile with a warm-up (schedule(wait=1, warmup=1+, active=N)) and leave the "
+            "first active step out of comparisons",
+        )
+    ]  # fmt: skip
+
+
+def _step_event(r: RankEvents, w: StepWindow) -> int:
+    hit = np.nonzero((r.cpu.ts == w.ts) & (r.cpu.name == w.name))[0]
+    return int(r.cpu.ev_idx[hit[0]]) if len(hit) else -1
