@@ -48,6 +48,7 @@ from tracegraph.queries.diff import (
     window_warning,
 )
 from tracegraph.queries.guard import QueryRefused, check_read_only
+from tracegraph.queries.report.report import TABLES as REPORT_TABLES
 from tracegraph.queries.summary import database_info
 from tracegraph.queries.usable import file_problem
 from tracegraph.queries.whatif import (
@@ -284,7 +285,12 @@ def _parser() -> argparse.ArgumentParser:
         help="HTA 0.5.0's figures (whole µs, without the last ProfilerStep), to check against HTA",
     )
     p.add_argument("--top", type=int, default=10, help="kernels named per type (default 10)")
-    options.output_format(p, ("table", "json"))
+    options.output_format(p, ("table", "json", "csv"))
+    p.add_argument(
+        "--table",
+        choices=("findings", *REPORT_TABLES),
+        help="with --format csv: the table to print (default findings)",
+    )
     p.set_defaults(handler=_report)
 
     p = sub.add_parser("explore", help="the TUI: overview, steps, inspector, diff, console")
@@ -824,7 +830,9 @@ def _report(args: argparse.Namespace) -> int:
         hta_compatible=args.hta_compatible,
         top=args.top,
     )
-    write_report(sys.stdout, report, args.db, args.format)
+    if args.table is not None and args.format != "csv":
+        raise TracegraphError("--table: only with --format csv (table and json show them all)")
+    write_report(sys.stdout, report, args.db, args.format, args.table)
     return 0
 
 

@@ -38,10 +38,37 @@ EMPTY = {
 }
 
 
-def write_report(out: TextIO, report: Report, db: Path, fmt: str) -> None:
-    """The report in `fmt` ("table" or "json")."""
+def findings_table(report: Report) -> pa.Table:
+    """The findings as rows (what --format csv --table findings prints)."""
+    rows = [
+        {
+            "kind": f.kind,
+            "rank": f.rank,
+            "step": f.step,
+            "cost_us_per_step": f.cost_ns_per_step / 1e3,
+            "events": f.events,
+            "title": f.title,
+            "detail": f.detail,
+            "evidence_ids": " ".join(str(i) for i in f.evidence_ids),
+            "evidence_cypher": f.evidence_cypher,
+            "fix": f.fix,
+        }  # fmt: skip
+        for f in report.findings
+    ]
+    names = ["kind", "rank", "step", "cost_us_per_step", "events", "title", "detail",
+             "evidence_ids", "evidence_cypher", "fix"]  # fmt: skip
+    return pa.Table.from_pylist(rows) if rows else pa.table({n: pa.array([]) for n in names})
+
+
+def write_report(out: TextIO, report: Report, db: Path, fmt: str, table: str | None = None) -> None:
+    """The report in `fmt`: "table" (findings, then every table), "json" (the contract), or
+    "csv" (the one `table` named, "findings" or one of the report's tables, times in ns)."""
     if fmt == "json":
         out.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
+        return
+    if fmt == "csv":
+        chosen = findings_table(report) if table in (None, "findings") else report.tables[table]
+        out.write(output.render(chosen, "csv"))
         return
     ranks = ", ".join(str(r) for r in report.ranks)
     mode = (

@@ -4,11 +4,14 @@ CALLS edges are)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tracegraph.ingest.edgesets.native.frame import Strings
 
 from .intervals import merged
 
@@ -19,8 +22,8 @@ class CpuEvents:
 
     ev_idx: np.ndarray
     is_runtime: np.ndarray
-    cat: np.ndarray  # object (str)
-    name: np.ndarray  # object (str)
+    cat: Strings
+    name: Strings
     thread: np.ndarray  # one number per (pid, tid)
     ts: np.ndarray
     end: np.ndarray
@@ -44,15 +47,26 @@ class CpuEvents:
         return CpuEvents(
             ints("ev_idx"),
             np.asarray(pc.equal(cpu["label"], "Runtime").to_numpy(zero_copy_only=False), bool),
-            np.array(pc.fill_null(cpu["cat"], "").to_pylist(), dtype=object),
-            np.array(pc.fill_null(cpu["name"], "").to_pylist(), dtype=object),
+            Strings.of(pc.fill_null(cpu["cat"], "")),
+            Strings.of(pc.fill_null(cpu["name"], "")),
             np.asarray(thread, np.int64).ravel(),
             ts,
             ts + np.maximum(ints("dur"), 0),
         )
 
+    def names_where(self, test: Callable[[str], bool]) -> np.ndarray:
+        """Rows whose name passes `test` (asked once per distinct name)."""
+        table = np.array([test(v or "") for v in self.name.values] + [False], bool)
+        return table[self.name.codes]
+
     def named(self, prefixes: tuple[str, ...]) -> np.ndarray:
-        return np.array([n.startswith(prefixes) for n in self.name], bool)
+        return self.names_where(lambda n: n.startswith(prefixes))
+
+    def name_in(self, names: tuple[str, ...]) -> np.ndarray:
+        return self.name.isin(names)
+
+    def cat_is(self, cat: str) -> np.ndarray:
+        return self.cat.isin((cat,))
 
     def top_level(self, among: np.ndarray) -> np.ndarray:
         """Of the events in `among`, those no other event in `among` on their thread encloses."""

@@ -84,7 +84,7 @@ def _op_listing(evidence: tuple[int, ...]) -> str:
 
 
 def _data_loading(r: RankEvents) -> np.ndarray:
-    return ~r.cpu.is_runtime & np.array([bool(DATA_LOADING.search(n)) for n in r.cpu.name], bool)
+    return ~r.cpu.is_runtime & r.cpu.names_where(lambda n: bool(DATA_LOADING.search(n)))
 
 
 def _input_bound(r: RankEvents) -> list[Finding]:
@@ -108,7 +108,7 @@ def _input_bound(r: RankEvents) -> list[Finding]:
         Finding(
             "input_bound", r.rank, "Steps wait for input data", starved // r.steps, len(rows),
             f"data loading ran {starved / 1e3:,.0f} µs {what}, {starved / total:.1%} of the "
-            f"steps' time (ranges named like {r.cpu.name[rows[0]]!r})",
+            f"steps' time (ranges named like {r.cpu.name.at(int(rows[0]))!r})",
             evidence, _op_listing(evidence),
             "load ahead: DataLoader(num_workers > 0, pin_memory=True, prefetch_factor), move "
             "decoding/augmentation off the training process, or cache the dataset",
@@ -119,7 +119,7 @@ def _input_bound(r: RankEvents) -> list[Finding]:
 def _stall(r: RankEvents) -> list[Finding]:
     cpu = r.cpu
     step = cpu.named(("ProfilerStep#",))
-    busy = ~step & (cpu.cat != "python_function") & ~_data_loading(r)
+    busy = ~step & ~cpu.cat_is("python_function") & ~_data_loading(r)
     lo, hi = merged(cpu.ts[busy], cpu.end[busy])
     step_lo, step_hi = r.in_steps()
     gaps_lo, gaps_hi = [], []
@@ -140,14 +140,15 @@ def _stall(r: RankEvents) -> list[Finding]:
     if stalled < STALL_SHARE * total:
         return []
     # python frames inside the gaps say what ran (gc.collect: a GC pass)
-    frames = np.nonzero(cpu.cat == "python_function")[0]
-    within = [i for i in frames.tolist() if _within(cpu, i, g_lo, g_hi)]
+    frames = np.nonzero(cpu.cat_is("python_function"))[0]
+    k = np.searchsorted(g_lo, cpu.ts[frames], side="right") - 1  # the gaps are sorted, disjoint
+    within = frames[(k >= 0) & (cpu.end[frames] <= g_hi[np.maximum(k, 0)])]
     rows = cpu.top_level(np.isin(np.arange(len(cpu.ts)), within))
     rows = np.nonzero(rows)[0]
-    gc = [i for i in rows.tolist() if "collect" in cpu.name[i]]
+    gc = [i for i in rows.tolist() if "collect" in cpu.name.at(i)]
     if len(rows):
         heaviest = rows[np.argsort(-cpu.dur[rows], kind="stable")[:2]]
-        cause = ", ".join(f"{cpu.name[i]} {cpu.dur[i] / 1e3:,.0f} µs" for i in heaviest)
+        cause = ", ".join(f"{cpu.name.at(i)} {cpu.dur[i] / 1e3:,.0f} µs" for i in heaviest)
         cause = ("a GC pass (gc.collect) and Python: " if gc else "Python: ") + cause
     else:
         cause = "nothing the profiler recorded (GC, the GIL or host work)"
@@ -170,11 +171,6 @@ def _stall(r: RankEvents) -> list[Finding]:
     ]  # fmt: skip
 
 
-def _within(cpu: CpuEvents, i: int, lo: np.ndarray, hi: np.ndarray) -> bool:
-    """Whether event i lies within one of the gaps [lo, hi)."""
-    return bool(((lo <= cpu.ts[i]) & (cpu.end[i] <= hi)).any())
-
-
 def _top_aten(r: RankEvents) -> np.ndarray:
     aten = ~r.cpu.is_runtime & r.cpu.named(("aten::",))
     return r.cpu.top_level(aten)
@@ -184,10 +180,9 @@ def _implicit_casts(r: RankEvents) -> list[Finding]:
     cpu = r.cpu
     top = np.nonzero(_top_aten(r))[0]
     top = top[np.lexsort((cpu.ts[top], cpu.thread[top]))]
-    names = cpu.name[top]
     same = cpu.thread[top][1:] == cpu.thread[top][:-1]
-    cast = np.isin(names, CASTS)
-    mm = np.isin(names, MATMULS)
+    cast = cpu.name_in(CASTS)[top]
+    mm = cpu.name_in(MATMULS)[top]
     before = same & cast[:-1] & mm[1:]  # a cast, then a matmul
     after = same & mm[:-1] & cast[1:]  # a matmul, then a cast
     rows = np.unique(np.concatenate((top[:-1][before], top[1:][after])))
@@ -258,7 +253,7 @@ def _optimizer_dominance(r: RankEvents) -> list[Finding]:
 
 def _memory_churn(r: RankEvents) -> list[Finding]:
     cpu = r.cpu
-    calls = cpu.is_runtime & np.isin(cpu.name, ALLOCATIONS)
+    calls = cpu.is_runtime & cpu.name_in(ALLOCATIONS)
     lo, hi = r.in_steps()
     at = np.searchsorted(lo, cpu.ts, side="right") - 1
     in_step = (at >= 0) & (cpu.ts < hi[np.maximum(at, 0)])
@@ -304,5 +299,5 @@ def _schedule_distortion(r: RankEvents) -> list[Finding]:
 
 
 def _step_event(r: RankEvents, w: StepWindow) -> int:
-    hit = np.nonzero((r.cpu.ts == w.ts) & (r.cpu.name == w.name))[0]
+    hit = np.nonzero((r.cpu.ts == w.ts) & r.cpu.name_in((w.name,)))[0]
     return int(r.cpu.ev_idx[hit[0]]) if len(hit) else -1
