@@ -34,6 +34,7 @@ from .screens.dialogs import HelpScreen, UnusableDatabaseDialog
 from .screens.diff import DiffScreen
 from .screens.inspector import InspectorScreen
 from .screens.overview import OverviewScreen
+from .screens.report import ReportScreen
 from .screens.step import StepScreen
 
 DEFAULT_TIMEOUT_S = 30.0
@@ -71,7 +72,7 @@ class Focus:
 
 
 class TraceExplorer(App[int]):
-    """Overview, step, inspector, edge-set diff and query console over one database."""
+    """Overview, step, inspector, edge-set diff, query console and report over one database."""
 
     TITLE = "tracegraph"
     CSS_PATH = "app.tcss"
@@ -81,6 +82,7 @@ class TraceExplorer(App[int]):
         "inspector": InspectorScreen,
         "diff": DiffScreen,
         "console": ConsoleScreen,
+        "report": ReportScreen,
     }
     DEFAULT_MODE = "overview"
     BINDINGS = keymap.bindings("app")

@@ -41,6 +41,7 @@ KEYMAP: dict[str, tuple[KeySpec, ...]] = {
         KeySpec(
             "switch_mode('console')", "5,f5", "Console", "screen: query console", name="console"
         ),
+        KeySpec("switch_mode('report')", "6,f6", "Report", "screen: report", name="report"),
         KeySpec("help", "question_mark,f9", "Help", "app: help"),
         # quitting works from every screen and dialog: Ctrl+C / Ctrl+Q even while typing, `q`
         # wherever it is not typed text (TraceExplorer.action_quit_unless_typing)
@@ -85,6 +86,10 @@ KEYMAP: dict[str, tuple[KeySpec, ...]] = {
         KeySpec("open_source", "enter", "Open src", "diff: open source event"),
         KeySpec("open_target", "t", "Open dst", "diff: open destination event"),
         KeySpec("filter", "f", "Filter", "diff: filter edges"),
+    ),
+    "report": (
+        KeySpec("open_evidence", "enter", "Evidence", "report: open the finding's evidence"),
+        KeySpec("reload", "ctrl+l", "Reload", "report: reload", show=False),
     ),
     "console": (
         KeySpec("run_query", "ctrl+r", "Run", "query: run"),

@@ -15,6 +15,7 @@ from tracegraph.ingest.store import ResultSet
 from tracegraph.queries.diff import EdgeSetDiff
 from tracegraph.queries.neighbours import EventDetail
 from tracegraph.queries.overview import RunOverview
+from tracegraph.queries.report import Report
 from tracegraph.queries.runs import RunRef
 from tracegraph.queries.step import CriticalPath, StepWindow
 from tracegraph.queries.timeline import Timeline
@@ -119,3 +120,9 @@ class EventChosen(Message):
     """Show this event in the inspector."""
 
     event_id: int
+
+
+@dataclass
+class ReportLoaded(Message):
+    report: Report
+    elapsed_s: float

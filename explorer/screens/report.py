@@ -1,0 +1,133 @@
+"""The report (`tracegraph report`) of the focused run: findings first, each opening its evidence
+in the inspector, then the per-step, temporal, kernel, idle and collective tables."""
+
+from __future__ import annotations
+
+import time
+
+import pyarrow as pa
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
+
+from tracegraph.queries.report import Report, build_report
+
+from .. import keymap
+from ..messages import EventChosen, QueryFailed, ReportLoaded
+from ..widgets.format import cell
+from .base import ExplorerScreen
+
+FINDING_HEADERS = ["µs/step", "rank", "step", "kind", "what"]
+# the tabs after Findings: report table → tab title
+TABS = {
+    "steps": "Steps",
+    "temporal": "Temporal",
+    "top_kernels": "Kernels",
+    "idle": "Idle",
+    "collectives": "Collectives",
+    "stragglers": "Stragglers",
+}
+
+
+class ReportScreen(ExplorerScreen):
+    SCOPE = "report"
+    BINDINGS = keymap.bindings("report")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.report: Report | None = None
+        self.run_name: str | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static("loading the report…", id="report-note", classes="status")
+        with TabbedContent(id="report-tabs"):
+            with TabPane("Findings", id="tab-findings"):
+                yield DataTable(id="findings", cursor_type="row", zebra_stripes=True)
+                yield Static("", id="finding-detail")
+            for name, title in TABS.items():
+                with TabPane(title, id=f"tab-{name}"):
+                    yield DataTable(id=name, zebra_stripes=True)
+        yield Footer()
+
+    def sync(self) -> None:
+        run = self.explorer.focus_state.run
+        if self.report is None or (run is not None and run != self.run_name):
+            self.load(run)
+
+    def action_reload(self) -> None:
+        self.load(self.explorer.focus_state.run)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="report")
+    def load(self, run_name: str | None) -> None:
+        started = time.perf_counter()
+        try:
+            run = self.explorer.run_ref(run_name)
+            if run is None:
+                raise LookupError("the database holds no runs")
+            report = build_report(self.explorer.db, self.explorer.store, run.name)
+        except Exception as exc:  # noqa: BLE001 - shown in a dialog
+            self.post_message(QueryFailed("the report", str(exc)))
+            return
+        self.post_message(ReportLoaded(report, time.perf_counter() - started))
+
+    def on_report_loaded(self, message: ReportLoaded) -> None:
+        report = self.report = message.report
+        self.run_name = report.run
+        table = self.query_one("#findings", DataTable)
+        table.clear(columns=True)
+        table.add_columns(*FINDING_HEADERS)
+        for f in report.findings:
+            step = "all" if f.step is None else str(f.step)
+            table.add_row(f"{f.cost_ns_per_step / 1e3:,.0f}", str(f.rank), step, f.kind, f.title)
+        for name in TABS:
+            _fill(self.query_one(f"#{name}", DataTable), report.tables[name])
+        self.query_one("#report-note", Static).update(
+            Text(
+                f"run '{report.run}' · {len(report.ranks)} rank(s) · {len(report.findings)} "
+                f"finding(s) · {message.elapsed_s:.2f} s · Enter opens a finding's evidence"
+            )
+        )
+        self._show_detail(0)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.data_table.id == "findings":
+            self._show_detail(event.cursor_row)
+
+    def _show_detail(self, row: int) -> None:
+        detail = self.query_one("#finding-detail", Static)
+        if self.report is None or not self.report.findings:
+            detail.update("No findings: every rule is below its threshold (README: Report).")
+            return
+        f = self.report.findings[min(row, len(self.report.findings) - 1)]
+        detail.update(
+            Text(
+                f"{f.title} (rank {f.rank})\n{f.detail}\nfix: {f.fix}\n"
+                f"evidence: {len(f.evidence_ids)} event(s) · {f.evidence_cypher}"
+            )
+        )
+
+    def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        if event.data_table.id == "findings":
+            event.stop()
+            self.action_open_evidence()
+
+    def action_open_evidence(self) -> None:
+        if self.report is None or not self.report.findings:
+            self.notify("no finding to open")
+            return
+        row = self.query_one("#findings", DataTable).cursor_row
+        finding = self.report.findings[min(max(row, 0), len(self.report.findings) - 1)]
+        if not finding.evidence_ids:
+            self.notify("this finding names no single event (see its query)")
+            return
+        self.post_message(EventChosen(finding.evidence_ids[0]))
+
+
+def _fill(table: DataTable, data: pa.Table) -> None:
+    table.clear(columns=True)
+    shown = data.drop_columns([c for c in data.column_names if c in ("names", "waits_ns")])
+    table.add_columns(*shown.column_names)
+    columns = [[cell(v) for v in shown.column(i).to_pylist()] for i in range(shown.num_columns)]
+    table.add_rows(list(zip(*columns, strict=True)))

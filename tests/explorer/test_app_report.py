@@ -1,0 +1,38 @@
+"""The report screen: findings of the synthetic run (launch-bound by construction), their
+detail, and Enter opening the first evidence event in the inspector."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual.widgets import DataTable, Static
+
+from tracegraph.explorer.screens.inspector import InspectorScreen
+from tracegraph.explorer.screens.report import ReportScreen
+from tracegraph.queries.report import build_report
+
+from .conftest import SIZE, make_app, pilot_test, settle
+
+
+@pilot_test
+async def test_findings_open_their_evidence_in_the_inspector(synthetic_db: Path) -> None:
+    app = make_app(synthetic_db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ReportScreen) and screen.report is not None
+        want = build_report(synthetic_db, app.store, screen.report.run)
+        assert [f.kind for f in screen.report.findings] == [f.kind for f in want.findings]
+        table = screen.query_one("#findings", DataTable)
+        assert table.row_count == len(want.findings) > 0
+        first = want.findings[0]
+        assert first.title in str(screen.query_one("#finding-detail", Static).render())
+        steps = screen.query_one("#steps", DataTable)
+        assert steps.row_count == want.tables["steps"].num_rows > 0
+        table.focus()
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, InspectorScreen)
+        assert app.focus_state.event_id == first.evidence_ids[0]
