@@ -86,6 +86,9 @@ async def captures(db: Path) -> dict[str, str]:
         await pilot.pause()
         await pilot.press("enter")
         await shot("console")
+        app.switch_mode("report")  # the console's editor would take the key "6" as text
+        await settle(pilot)
+        await shot("report")
     return {k: _hide_clock(v) for k, v in out.items()}
 
 
@@ -98,7 +101,7 @@ def _hide_clock(text: str) -> str:
 
 INTRO = """# The explorer (`tracegraph explore DB`)
 
-A keyboard-first terminal app over one database, opened read-only. Five screens (modes), each a
+A keyboard-first terminal app over one database, opened read-only. Six screens (modes), each a
 module under `explorer/screens/`; every database call runs in a worker thread, so the app stays
 responsive while Kuzu works, and a failing query opens an error dialog instead of ending the app.
 Keys are listed in the footer of every screen and by `?`; `Ctrl+P` opens the command palette,
@@ -155,6 +158,12 @@ picks a canned query and asks for its typed parameters:""",
 rows are kept). `Esc` interrupts a running query; the database's timeout (30 s by default)
 stops runaways. `Ctrl+S` exports the result to CSV. Enter on a row that has an `id` column (or
 `x.id`, `*_id`) opens that event in the inspector.""",
+    "report": """## Report (`6`)
+
+`tracegraph report` of the run in focus: the findings, most costly first (the synthetic run is
+launch-bound by construction), the highlighted one's detail, fix and evidence query below them;
+Enter opens its first evidence event in the inspector. The other tabs hold the per-step,
+temporal, kernel, idle, collective and straggler tables.""",
 }
 
 PERFORMANCE = """## Responsiveness on 5 M events
