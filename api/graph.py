@@ -33,6 +33,7 @@ from .queries.dependencies import dependency_edges
 from .queries.diff import EdgeSetDiff, diff_edge_sets
 from .queries.guard import check_read_only
 from .queries.report import Report, build_report
+from .queries.report.compare import RunComparison, compare_runs
 from .queries.report.report import DEFAULT_TOP
 from .queries.runs import list_runs
 from .queries.step import edge_set_names
@@ -281,6 +282,12 @@ class Graph:
                 hta_compatible=hta_compatible,
                 top=top,
             )
+
+    def compare(self, other: str, *, run: str | None = None, rows: int = 30) -> RunComparison:
+        """Run `run` (the only other run when None) against run `other`: step times matched by
+        order, and the `rows` ops and kernels whose time per rank and step changed most."""
+        with self.reading() as store:
+            return compare_runs(store, run, other, rows)
 
     def stragglers(self, run: str, edge_set: str = NATIVE) -> list[StepVerdict]:
         """Per step of `run`, what bounds it across ranks (from the edge set's cross-rank

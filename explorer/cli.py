@@ -62,7 +62,7 @@ from tracegraph.queries.whatif import (
 from . import options, output
 from .cancellable import run_cancellable
 from .progress import stderr_progress
-from .report_view import write_report
+from .report_view import write_comparison, write_report
 
 
 class UsageError(TracegraphError):
@@ -285,10 +285,15 @@ def _parser() -> argparse.ArgumentParser:
         help="HTA 0.5.0's figures (whole µs, without the last ProfilerStep), to check against HTA",
     )
     p.add_argument("--top", type=int, default=10, help="kernels named per type (default 10)")
+    p.add_argument(
+        "--compare",
+        metavar="OTHER_RUN",
+        help="instead: this run against OTHER_RUN (steps, ops and kernels side by side)",
+    )
     options.output_format(p, ("table", "json", "csv"))
     p.add_argument(
         "--table",
-        choices=("findings", *REPORT_TABLES),
+        choices=("findings", *REPORT_TABLES, "kernels", "ops"),
         help="with --format csv: the table to print (default findings)",
     )
     p.set_defaults(handler=_report)
@@ -821,6 +826,8 @@ def _diff(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
+    if args.compare is not None:
+        return _compare(args)
     if args.top < 1:
         raise TracegraphError(f"--top {args.top}: name at least one kernel per type")
     report = tracegraph.open(args.db).report(
@@ -833,6 +840,12 @@ def _report(args: argparse.Namespace) -> int:
     if args.table is not None and args.format != "csv":
         raise TracegraphError("--table: only with --format csv (table and json show them all)")
     write_report(sys.stdout, report, args.db, args.format, args.table)
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    comparison = tracegraph.open(args.db).compare(args.compare, run=args.run)
+    write_comparison(sys.stdout, comparison, args.format, args.table)
     return 0
 
 

@@ -10,7 +10,9 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.errors import TracegraphError
 from tracegraph.queries.report import HTA_MODE, Report
+from tracegraph.queries.report.compare import RunComparison
 
 from . import output
 
@@ -118,3 +120,27 @@ def _in_us(table: pa.Table) -> pa.Table:
         columns.append(column)
         names.append(name)
     return pa.table(columns, names=names)
+
+
+def write_comparison(out: TextIO, comparison: RunComparison, fmt: str, table: str | None) -> None:
+    """`report --compare`: steps, kernels and ops of run A and run B side by side."""
+    if fmt == "json":
+        out.write(json.dumps(comparison.to_json(), indent=1, default=str) + "\n")
+        return
+    tables = comparison.tables()
+    if fmt == "csv":
+        if table not in tables:
+            raise TracegraphError("--compare --format csv: --table steps, kernels or ops")
+        out.write(output.render(tables[table], "csv"))
+        return
+    a, b = comparison.a, comparison.b
+    out.write(f"A = run '{a}', B = run '{b}' (deltas are B − A)\n")
+    titles = {
+        "steps": "step times in order (median across ranks, ms)",
+        "kernels": "kernels by name: launches and µs per rank and step, largest changes first",
+        "ops": "CPU ops by name: calls and µs per rank and step, largest changes first",
+    }
+    for name, shown in tables.items():
+        out.write(f"\n{titles[name]}:\n")
+        text = output.render(shown, max_width=70) if shown.num_rows else "none\n"
+        out.write("".join(f"  {line}\n" for line in text.splitlines()))

@@ -316,3 +316,49 @@ def test_sync_forcing_ops_are_found_as_the_raw_json_nests_them(graph) -> None:
     shown = graph.query(finding.evidence_cypher)
     assert tuple(shown["runtime"].to_pylist()) == finding.evidence_ids
     assert set(shown["name"].to_pylist()) == {"cudaStreamSynchronize"}
+
+
+@needs_traces
+def test_compare_puts_two_runs_side_by_side_as_the_raw_json_has_them(graph, capsys) -> None:
+    """cpu_ddp_2r against the faults job: step times matched by order (medians across ranks),
+    and ops per rank and step, each equal to what the raw JSON gives."""
+    import gzip
+    from decimal import Decimal
+
+    def events(folder: str) -> list[list[dict]]:
+        files = sorted((TRACES / folder).glob("*.json.gz"))
+        return [json.loads(gzip.decompress(f.read_bytes()), parse_float=Decimal)["traceEvents"]
+                for f in files]  # fmt: skip
+
+    def steps_ms(ranks: list[list[dict]]) -> list[float]:
+        per_rank = [sorted((e["ts"], int(Decimal(e["dur"]) * 1000)) for e in r
+                           if e.get("name", "").startswith("ProfilerStep#"))
+                    for r in ranks]  # fmt: skip
+        count = max(len(p) for p in per_rank)
+        return [round(sorted(p[i][1] for p in per_rank if i < len(p))[len(per_rank) // 2] / 1e6,
+                      3) for i in range(count)]  # fmt: skip
+
+    def per_rank_step(ranks: list[list[dict]], name: str) -> float:
+        calls = sum(1 for r in ranks for e in r if e.get("cat") == "cpu_op" and e["name"] == name)
+        steps = sum(
+            sum(1 for e in r if e.get("name", "").startswith("ProfilerStep#")) for r in ranks
+        )
+        return round(calls / steps, 2)
+
+    a, b = events("cpu_ddp_2r"), events("cpu_ddp_2r_faults")
+    comparison = graph.compare("faults", run="cpu_only", rows=10**6)
+    steps = comparison.steps.to_pylist()
+    want_a, want_b = steps_ms(a), steps_ms(b)
+    assert [s["a_ms"] for s in steps] == want_a + [None] * (len(want_b) - len(want_a))
+    assert [s["b_ms"] for s in steps] == want_b
+    ops = {r["name"]: r for r in comparison.ops.to_pylist()}
+    for name in ("aten::to", "aten::mm", "aten::add_"):
+        assert (ops[name]["a_count"], ops[name]["b_count"]) == (
+            per_rank_step(a, name), per_rank_step(b, name)
+        )  # fmt: skip
+    deltas = [abs(r["delta_us"]) for r in comparison.ops.to_pylist()]
+    assert deltas == sorted(deltas, reverse=True)
+    assert main(["report", str(graph.path), "--run", "cpu_only", "--compare", "faults"]) == 0
+    assert "deltas are B − A" in capsys.readouterr().out
+    assert main(["report", str(graph.path), "--compare", "nope"]) == 2
+    assert "no run 'nope'" in capsys.readouterr().err
