@@ -129,6 +129,13 @@ PROFILER_STEP_FRAME = _q("torch/profiler/profiler.py(790): step")
 TRAIN_STEP_FRAME = _q("train.py(120): train_step")
 CALL_IMPL_FRAME = _q("torch/nn/modules/module.py(1747): _call_impl")
 SLEEP_FRAME = _q("<built-in function sleep>")
+GC_FRAME = _q("<built-in function collect>")
+INJECTABLE_FAULTS = ("gc_stall", "implicit_casts", "small_op_storm", "optimizer_dominance",
+                     "memory_churn", "schedule_distortion")  # fmt: skip
+FAULT_PAUSE_NS = 8_000_000  # a GC pause; a slow first step's extra host work
+STORM_OPS = 250
+OPTIMIZER_PARAM_OPS = 300
+CBID_MALLOC, CBID_FREE = 20, 16
 ENTER_FRAME = _q("torch/autograd/profiler.py(760): __enter__")
 PY_FRAME_NS = 2_000
 DATALOADER = _q("enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
@@ -192,6 +199,10 @@ K_LAYER_NORM_BWD = _kernel(
 K_MSE = _kernel(f"void at::native::reduce_kernel<512, 1, {_MEAN_OP} >({_MEAN_OP})", 5_000, 264,
                 512, 32, 16)
 K_MSE_BWD = _kernel(_elementwise(_MSE_BWD, 4), 4_000, 8192, 128, 30, 0)
+K_CAST = _kernel("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda"
+                 "(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>", 3_000, 8192, 128,
+                 24, 0)  # fmt: skip
+K_TINY = _kernel(_elementwise(_CLAMP, 2), 1_500, 64, 128, 16, 0)
 K_ADAMW = _kernel(
     f"void at::native::(anonymous namespace)::multi_tensor_apply_kernel<{_ADAM_META}, {_ADAM_FN}, "
     f"{_ADAM_ARGS}>({_ADAM_META}, {_ADAM_FN}, {_ADAM_ARGS})",
@@ -258,6 +269,15 @@ class SyntheticConfig:
         is False). All on the main thread, which syncs each device after launching onto it.
     start_ns: unix time of the first step (ns); base_time_ns: baseTimeNanoseconds, ts = (time -
         base_time_ns) / 1000; 0 writes absolute epoch µs.
+    faults, fault_rank: faults of the report's catalog injected on fault_rank in every step
+        (INJECTABLE_FAULTS; listed in that rank's file as "tracegraphFaults"): gc_stall (a GC
+        pause with no op on any thread), implicit_casts (aten::to around every linear),
+        small_op_storm (250 tiny elementwise ops in the forward), optimizer_dominance (a
+        per-parameter optimizer: 150 tiny ops instead of the fused kernel), memory_churn
+        (cudaMalloc/cudaFree in the step), schedule_distortion (a slow first step).
+    item_sync: loss.item() (a DtoH copy and a stream synchronize) at the end of every step.
+    gpu_scale: GPU kernel durations times this (the defaults' are launch-bound: a compute-bound
+        job, whose report has no findings, needs about 20).
     """
 
     ranks: int = 4
@@ -284,6 +304,10 @@ class SyntheticConfig:
     annotate: bool = False
     start_ns: int = 1_712_195_495_519_689_047
     base_time_ns: int = 0
+    faults: tuple[str, ...] = ()
+    fault_rank: int = 0
+    item_sync: bool = True
+    gpu_scale: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("ranks", "steps", "layers", "bucket_layers", "gpus_per_node",
@@ -304,6 +328,19 @@ class SyntheticConfig:
             raise ValueError("slow_gap_every, stall_every, slow_gap_us, stall_us must be >= 0")
         if not 0 <= self.base_time_ns <= self.start_ns:
             raise ValueError("base_time_ns must be in [0, start_ns]")
+        unknown = sorted(set(self.faults) - set(INJECTABLE_FAULTS))
+        if unknown:
+            raise ValueError(f"faults {unknown}: injectable are {list(INJECTABLE_FAULTS)}")
+        if not 0 <= self.fault_rank < self.ranks:
+            raise ValueError("fault_rank must be in range(ranks)")
+        if self.gpu_scale <= 0:
+            raise ValueError("gpu_scale must be > 0")
+
+    def injected(self, rank: int) -> list[dict[str, object]]:
+        """The faults injected on `rank` (what its file lists as "tracegraphFaults")."""
+        if rank != self.fault_rank:
+            return []
+        return [{"kind": k, "rank": rank, "steps": "all"} for k in self.faults]
 
     @property
     def straggler(self) -> int | None:
@@ -407,6 +444,8 @@ class _Rank:
         self.rank = rank
         self.rng = random.Random(f"tracegraph-synthetic:{config.seed}:{rank}")
         self.scale = config.straggler_factor if rank == config.straggler else 1.0
+        self.gpu_scale = config.gpu_scale
+        self.faults = frozenset(config.faults) if rank == config.fault_rank else frozenset()
         self.rand = self.rng.random
         # Hot CPU durations are lo + span * rand(), i.e. _cpu() inlined.
         self.pre_lo, self.pre_span = self._jitter(OP_PRE_NS)
@@ -558,8 +597,9 @@ class _Rank:
         self.out.append(self._launch_text(k, COMPUTE_STREAM, ts, dur, start, kdur, ext, corr))
         return start, end
 
-    def _leaf(self, name: str, k: _Kernel, extra: str = "") -> tuple[int, int]:
-        """A leaf cpu_op that launches one kernel (fast path of _open, _launch, _close)."""
+    def _leaf(self, name: str, k: _Kernel, extra: str = "", scaled: bool = True) -> tuple[int, int]:
+        """A leaf cpu_op that launches one kernel (fast path of _open, _launch, _close); the
+        kernel's duration times gpu_scale unless not `scaled` (tiny kernels stay tiny)."""
         rand, ext, ev_idx, ts = self.rand, self.ext, self.ev_idx, self.t
         self.ext, self.ev_idx = ext + 1, ev_idx + 1
         launch_ts = ts + int(self.pre_lo + self.pre_span * rand())
@@ -567,7 +607,7 @@ class _Rank:
         corr = self.corr
         self.corr = corr + 1
         start = max(launch_ts + dur + KERNEL_LATENCY_NS, self.free[COMPUTE_STREAM])
-        kdur = int(k.mean_ns * (0.9 + 0.2 * rand()))
+        kdur = int(k.mean_ns * (self.gpu_scale if scaled else 1.0) * (0.9 + 0.2 * rand()))
         self.free[COMPUTE_STREAM] = start + kdur
         self.t = end = launch_ts + dur + int(self.post_lo + self.post_span * rand())
         self.out.append(
@@ -697,6 +737,8 @@ class _Rank:
             self.t += PY_FRAME_NS
             self._python_event(PROFILER_STEP_FRAME, step_frame_ts, self.t)
             self._open(PYTHON_FUNCTION, TRAIN_STEP_FRAME, deferred=True)
+        if i == 0 and "schedule_distortion" in self.faults:
+            self.t += FAULT_PAUSE_NS  # a warm-up step: host work before anything is launched
         self._dataloader(i)
         self._h2d()
         self._zero_grad()
@@ -704,8 +746,13 @@ class _Rank:
         yield from self._backward()
         self._wait_gradients()
         self._optimizer()
-        self._item()
+        if "memory_churn" in self.faults:
+            self._memory_churn()
+        if self.cfg.item_sync:
+            self._item()
         self._timer()
+        if "gc_stall" in self.faults:  # after the step's last sync: the GPU has nothing queued
+            self._gc_pause()
         if self.cfg.sync_demo:
             self._sync_kinds()
         if py:
@@ -776,18 +823,28 @@ class _Rank:
         ua = self._open_range(_q("DistributedDataParallel.forward"), deferred=True)
         first = last = 0
         gap_after = (self.cfg.layers - 1) // 2 if self.cfg.has_gap(i) else -1
+        casts = "implicit_casts" in self.faults
         for layer in range(self.cfg.layers):
             for parent, leaf, kernel, node_on_leaf in FORWARD_LAYER:
+                matmul = casts and parent == FORWARD_LAYER[0][0]
+                if matmul:
+                    self._cast()
                 self._gap()
                 self._open(CPU_OP, parent, "" if node_on_leaf else self._fwd_node())
                 self._gap()
                 start, last = self._leaf(leaf, kernel, self._fwd_node() if node_on_leaf else "")
                 first = first or start
                 self._close()
+                if matmul:
+                    self._cast()
             if layer == gap_after:  # host-side work while the GPU drains and idles
                 self.t = max(self.t, self.free[COMPUTE_STREAM]) + self.cfg.slow_gap_us * 1000
             if layer % FLUSH_EVERY_LAYERS == FLUSH_EVERY_LAYERS - 1:
                 yield FLUSH
+        if "small_op_storm" in self.faults:
+            for _ in range(STORM_OPS):  # e.g. a Python loop of tiny elementwise updates
+                self._gap()
+                _, last = self._leaf(_q("aten::add"), K_TINY, scaled=False)
         self._close()
         self._gpu_annotation(ua[2], COMPUTE_STREAM, first, last, ua[5])
         if self.cfg.python_stacks:
@@ -874,14 +931,46 @@ class _Rank:
         """optimizer.step(): one fused AdamW kernel per bucket."""
         self._gap()
         ua = self._open(USER_ANNOTATION, _q("Optimizer.step#AdamW.step"))
-        self._open(CPU_OP, _q("aten::_fused_adamw_"))
         first = last = 0
+        if "optimizer_dominance" in self.faults:  # foreach=False: a few ops per parameter
+            for j in range(OPTIMIZER_PARAM_OPS):
+                self._gap()
+                name = ("aten::mul_", "aten::add_", "aten::addcdiv_")[j % 3]
+                start, last = self._leaf(_q(name), K_TINY, scaled=False)
+                first = first or start
+            self._close()
+            self._gpu_annotation(ua[2], COMPUTE_STREAM, first, last, ua[5])
+            return
+        self._open(CPU_OP, _q("aten::_fused_adamw_"))
         for _ in range(self.cfg.buckets):
             start, last = self._launch(K_ADAMW)
             first = first or start
         self._close()
         self._close()
         self._gpu_annotation(ua[2], COMPUTE_STREAM, first, last, ua[5])
+
+    def _cast(self) -> None:
+        """x.to(dtype) around a matmul: aten::to > aten::_to_copy > a copy kernel."""
+        self._gap()
+        self._open(CPU_OP, _q("aten::to"))
+        self._gap()
+        self._leaf(_q("aten::_to_copy"), K_CAST, scaled=False)
+        self._close()
+
+    def _memory_churn(self) -> None:
+        """A cudaMalloc and a cudaFree inside the step (the caching allocator gave memory back)."""
+        self._gap()
+        self._runtime("cudaMalloc", CBID_MALLOC, self._cpu(40_000))
+        self._gap()
+        self._runtime("cudaFree", CBID_FREE, self._cpu(30_000))
+
+    def _gc_pause(self) -> None:
+        """gc.collect() in the loop: the interpreter runs no op on any thread meanwhile."""
+        self._gap()
+        ts = self.t
+        self.t += FAULT_PAUSE_NS
+        if self.cfg.python_stacks:
+            self._python_event(GC_FRAME, ts, self.t)
 
     def _item(self) -> None:
         """loss.item(): a DtoH copy and a stream synchronize (host waits for the GPU)."""
@@ -930,7 +1019,7 @@ class _Rank:
         assert ext is not None
         self.corr += 1
         start = max(ts + dur + KERNEL_LATENCY_NS, self._free_at(device, stream), after)
-        kdur = self._gpu_dur(k.mean_ns)
+        kdur = self._gpu_dur(int(k.mean_ns * self.gpu_scale))
         self._set_free(device, stream, start + kdur)
         self.out.append(
             self._launch_text(k, stream, ts, dur, start, kdur, ext, corr, device=device)
@@ -1131,10 +1220,14 @@ def _header(config: SyntheticConfig, rank: int | None) -> str:
             "nccl_version": "2.21.5",
         }
     props = ",\n    ".join(json.dumps(_device_properties(d)) for d in devices)
+    injected = [f for r in range(config.ranks) for f in config.injected(r)
+                if rank is None or r == rank]  # fmt: skip
+    labels = f'  "tracegraphFaults": {json.dumps(injected)},\n' if injected else ""
     return (
         '{\n  "schemaVersion": 1,\n'
         f'  "deviceProperties": [\n    {props}\n  ],\n'
         f'  "distributedInfo": {json.dumps(dist)},\n'
+        f"{labels}"
         '  "displayTimeUnit": "ms",\n'
         f'  "baseTimeNanoseconds": {config.base_time_ns},\n'
         '  "traceEvents": [\n'

@@ -362,3 +362,28 @@ def test_compare_puts_two_runs_side_by_side_as_the_raw_json_has_them(graph, caps
     assert "deltas are B − A" in capsys.readouterr().out
     assert main(["report", str(graph.path), "--compare", "nope"]) == 2
     assert "no run 'nope'" in capsys.readouterr().err
+
+
+def test_every_injected_fault_is_found_on_its_rank_and_a_clean_job_has_none(
+    tmp_path: Path,
+) -> None:
+    """Synthetic jobs (no ../shared needed): a compute-bound clean job gets no findings; each
+    catalog fault the generator injects, as its trace file labels it, is found on that rank."""
+    from tracegraph.examples.synthetic import INJECTABLE_FAULTS, SyntheticConfig, write_per_rank
+
+    clean = dict(ranks=2, steps=4, layers=4, straggler_factor=1.0, slow_gap_every=0,
+                 stall_every=0, item_sync=False, gpu_scale=20, python_stacks=True)  # fmt: skip
+    g = tracegraph.open(tmp_path / "jobs.kuzu")
+    write_per_rank(SyntheticConfig(**clean), tmp_path / "clean")
+    g.ingest(tmp_path / "clean", run="clean")
+    assert g.report("clean").findings == ()
+    for kind in INJECTABLE_FAULTS:
+        files = write_per_rank(
+            SyntheticConfig(**clean, faults=(kind,), fault_rank=1), tmp_path / kind
+        )
+        labels = [json.loads(f.read_text()).get("tracegraphFaults", []) for f in files]
+        assert labels == [[], [{"kind": kind, "rank": 1, "steps": "all"}]]
+        g.ingest(tmp_path / kind, run=kind)
+        found = {(f.kind, f.rank) for f in g.report(kind).findings}
+        assert (kind, 1) in found, (kind, found)
+        assert (kind, 0) not in found or kind == "schedule_distortion", (kind, found)
