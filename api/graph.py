@@ -25,9 +25,10 @@ from .ingest.errors import TracegraphError
 from .ingest.parse import ParseOptions
 from .ingest.pipeline import IngestOptions, IngestResult
 from .ingest.pipeline import ingest as ingest_files
+from .ingest.remove import remove_runs
 from .ingest.runs import resolve_run
 from .ingest.store import DEFAULT_TIMEOUT_MS, GraphStore
-from .queries.catalog import canned_query, coerce_params
+from .queries.catalog import canned_query, check_run, coerce_params
 from .queries.crossrank import StepVerdict, step_verdicts
 from .queries.dependencies import dependency_edges
 from .queries.diff import EdgeSetDiff, diff_edge_sets
@@ -63,13 +64,17 @@ class Graph:
         recursive: bool = False,
         max_json_bytes: int | None = None,
         max_gzip_ratio: float | None = None,
+        jobs: int | None = None,
+        replace: bool = False,
         progress: Progress | None = None,
     ) -> IngestResult:
         """Ingest trace files or folders (per rank, or merged) as one run; all or nothing.
 
         `rank` names the rank of a single-rank file that does not say it; `rank_of_pid` the
         ranks of a merged file's pids that name none; `max_json_bytes` and `max_gzip_ratio`
-        raise the limits on what a file may hold (see `ParseOptions`)."""
+        raise the limits on what a file may hold (see `ParseOptions`); `jobs` worker processes
+        parse files in parallel (None: the cores, where there are several large files);
+        `replace` replaces a run of the same name (in the same all-or-nothing write)."""
         if not paths:
             raise TracegraphError("ingest: name at least one trace file or folder")
         parse = ParseOptions(
@@ -78,7 +83,9 @@ class Graph:
             max_json_bytes=max_json_bytes,
             max_gzip_ratio=max_gzip_ratio,
         )
-        options = IngestOptions(run=run, parse=parse, recursive=recursive)
+        options = IngestOptions(
+            run=run, parse=parse, recursive=recursive, jobs=jobs, replace=replace
+        )
         return ingest_files([Path(p) for p in paths], self.path, options, progress)
 
     def edges(
@@ -148,6 +155,12 @@ class Graph:
         finally:
             store.close()
 
+    def remove_runs(self, *runs: str) -> None:
+        """Remove these runs (their events, edges, edge sets and archives), all or none."""
+        if not runs:
+            raise TracegraphError("runs rm: name at least one run")
+        remove_runs(self.path, list(runs))
+
     def runs(self) -> pa.Table:
         """One row per run, in ingest order: name, world_size, ranks, events."""
         with self.reading() as store:
@@ -189,8 +202,10 @@ class Graph:
         """A canned query by name (`tracegraph queries` lists them), its parameters typed by
         its header."""
         query = canned_query(name)
+        typed = coerce_params(query, params)
         with self.reading() as store:
-            return store.run(query.cypher, coerce_params(query, params)).table
+            check_run(store, typed)
+            return store.run(query.cypher, typed).table
 
     def diff(
         self,

@@ -35,6 +35,7 @@ from tracegraph.queries.catalog import (
     INT64_MIN,
     canned_queries,
     canned_query,
+    check_run,
     coerce_params,
 )
 from tracegraph.queries.crossrank import StepVerdict, describe
@@ -156,7 +157,26 @@ def _parser() -> argparse.ArgumentParser:
         help="most JSON a file may hold, gunzipped, in GiB (default 8); also lifts the refusal "
         "of a .gz expanding over 200x once past 1 GiB",
     )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="replace a run of the same name (in the same all-or-nothing write)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        metavar="N",
+        help="worker processes that parse files in parallel (default: the cores, where there "
+        "are several files and over 64 MiB of them; 1: none)",
+    )
     p.set_defaults(handler=_ingest)
+
+    p = sub.add_parser("runs", help="list the runs; `runs DB rm NAME...` removes runs")
+    options.database(p)
+    p.add_argument("action", nargs="?", choices=("list", "rm"), default="list")
+    p.add_argument("names", nargs="*", metavar="NAME", help="with rm: the runs to remove")
+    options.output_format(p)
+    p.set_defaults(handler=_runs)
 
     p = sub.add_parser("info", help="runs, ranks, counts by label and edge set")
     options.database(p)
@@ -330,6 +350,8 @@ def _ingest(args: argparse.Namespace) -> int:
             recursive=args.recursive,
             max_json_bytes=max_json,
             max_gzip_ratio=max_ratio,
+            jobs=args.jobs,
+            replace=args.replace,
             progress=progress,
         )
     for name, why in result.skipped:
@@ -364,6 +386,20 @@ def _print_ingest(result: IngestResult, db: Path) -> None:
     edges = ", ".join(f"{n:,} {label}" for label, n in result.edges.items())
     print(f"ingested run '{result.run}' into {db}: {len(result.ranks)} rank(s); {nodes}")
     print(f"edges: {edges}; {result.collectives:,} Collective")
+
+
+def _runs(args: argparse.Namespace) -> int:
+    graph = tracegraph.open(args.db)
+    if args.action == "rm":
+        graph.remove_runs(*args.names)
+        print(f"removed {', '.join(args.names)} from {args.db}")
+        return 0
+    if args.names:
+        raise UsageError("runs: names only with rm (runs DB rm NAME...)")
+    runs = graph.runs()
+    shown = runs.set_column(2, "ranks", pa.array([len(r) for r in runs["ranks"].to_pylist()]))
+    output.write(sys.stdout, shown, args.format)
+    return 0
 
 
 def _info(args: argparse.Namespace) -> int:
@@ -429,6 +465,8 @@ def _query(args: argparse.Namespace) -> int:
     if not (args.timeout_s >= 0 and math.isfinite(args.timeout_s)):
         raise UsageError(f"--timeout-s {args.timeout_s}: expected seconds >= 0")
     with _open(args.db, timeout_ms=int(args.timeout_s * 1000)) as store:
+        if args.canned:
+            check_run(store, params)
         result = run_cancellable(store, cypher, params, args.timeout_s)
     output.write(sys.stdout, result.table, args.format)
     print(f"{result.table.num_rows} row(s) in {result.elapsed_s * 1000:.0f} ms", file=sys.stderr)

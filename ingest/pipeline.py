@@ -4,21 +4,22 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
+import shutil
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from . import archive, collectives, link, nodes, schema, syncs
-from .edgesets.native.frame import frame_source
+from . import archive, collectives, schema
 from .errors import IngestError, TraceFormatError
-from .parse import DROP_REASONS, ParseOptions, RankTrace, json_blocks, read_trace_bytes
-from .read import rank_traces, sweep_spills
-from .scan import ScanError, TopLevel, scan_events
-from .steps import step_rows
+from .parallel import prepare_in_parallel
+from .parse import DROP_REASONS, ParseOptions, RankTrace
+from .prepare import PreparedRank, RankSummary, prepare_rank
+from .read import not_a_trace, rank_traces, sweep_spills
+from .remove import remove_run, run_folder_of
 from .store import KUZU_VERSION, GraphStore, write_transaction
 
 TOOL_VERSION = "0.1.0"
@@ -32,15 +33,10 @@ class IngestOptions:
     run: str | None = None
     parse: ParseOptions = field(default_factory=ParseOptions)
     recursive: bool = False  # a folder's subfolders too (else only the files directly in it)
-
-
-@dataclass(frozen=True)
-class RankSummary:
-    rank: int
-    file: str
-    counts: dict[str, int]
-    # events left out at parse time, by reason (parse.NO_TS, parse.BAD_DUR)
-    dropped: dict[str, int] = field(default_factory=dict)
+    # worker processes that parse and prepare files: 1 all in this process; None as many as
+    # cores where there are several files and enough to parse (AUTO_JOBS_BYTES), else 1
+    jobs: int | None = None
+    replace: bool = False  # a run of the same name is replaced (else that is an error)
 
 
 @dataclass(frozen=True)
@@ -107,41 +103,6 @@ def _is_trace_name(path: Path) -> bool:
     return path.name.endswith(TRACE_SUFFIXES)
 
 
-WHOLE_CHECK_BYTES = 8 << 20  # a failed file up to this size is read whole to say what it is
-
-
-def _not_a_trace(path: Path) -> str | None:
-    """Why a file that failed to parse is JSON but no trace (None: it is a broken trace, or
-    no JSON at all). Only files that failed are read again, so this costs nothing otherwise;
-    a large one is scanned block by block, never held."""
-    try:
-        size = path.stat().st_size
-        with open(path, "rb") as f:
-            gzipped = f.read(2) == b"\x1f\x8b"
-    except OSError:
-        return None
-    if size > (WHOLE_CHECK_BYTES // 64 if gzipped else WHOLE_CHECK_BYTES):
-        top = TopLevel()
-        blocks = json_blocks(path, ParseOptions(), whole_up_to=0)
-        try:
-            for _ in scan_events(blocks, frozenset({"traceEvents"}), top):
-                pass
-        except (ScanError, TraceFormatError):
-            return None
-        if top.has_events or "traceEvents" in top.values:  # a trace, or a broken one
-            return None
-        return "not a trace (no traceEvents)"
-    try:
-        document = json.loads(read_trace_bytes(path))
-    except (TraceFormatError, ValueError, RecursionError):
-        return None
-    if isinstance(document, dict) and "traceEvents" not in document:
-        return "not a trace (no traceEvents)"
-    if not isinstance(document, dict | list):
-        return "not a trace (JSON, but no object or event list)"
-    return None
-
-
 def ingest(
     paths: Sequence[Path],
     db: Path,
@@ -164,27 +125,58 @@ def ingest(
     parse_options = replace(options.parse, spill_at=options.parse.spill_at or spill_at)
     ingested_at = datetime.now(UTC).isoformat(timespec="microseconds")
     writer: archive.ArchiveWriter | None = None
+    replaced: Path | None = None  # the archive of the run --replace removes
     store: GraphStore | None = None
     traces: Generator[RankTrace, None, None] | None = None
+    prepared: Generator[PreparedRank, None, None] | None = None
     try:
         with write_transaction(db) as store:
             # what a killed or failed ingest left (the transaction holds the lock)
             sweep_spills(spill_at)
             archive.sweep(db, store)
+            if options.replace and run in _run_names(store):
+                replaced = run_folder_of(db, store, run)
+                remove_run(store, run)  # the new run takes its place in the same write
             run_idx = _claim_run(store, run, db)
             # The edge-set builders' inputs, archived with the run: no later command reads the
             # traces again.
             writer = archive.ArchiveWriter(db, run_idx)
-            traces = _rank_traces(found, parse_options, report, files, skipped, writer.add_source)
-            result = _load(store, _archived(traces, writer), run, run_idx, files, ingested_at)
+            seen = _Files(files, skipped, writer.add_source)
+            jobs = _jobs(options.jobs, found)
+            if jobs > 1:
+                prepared = prepare_in_parallel(
+                    found, parse_options, run, run_idx, jobs, seen, report
+                )
+            else:
+                traces = _rank_traces(found, parse_options, report, seen)
+                prepared = _prepared(traces, run, run_idx)
+            result = _load(store, _archived(prepared, writer), run, run_idx, files, ingested_at)
             writer.finish(ingested_at)  # in place before the database that names it
     except BaseException:
-        if traces is not None:
-            traces.close()  # now, not when the traceback goes: removes a spill folder at once
+        # now, not when the traceback goes: removes a spill folder, stops the workers at once
+        for stream in (prepared, traces):
+            if stream is not None:
+                stream.close()
         if writer is not None and not (store is not None and store.swapped):
             writer.abandon(ingested_at)
         raise
+    if replaced is not None:
+        shutil.rmtree(replaced, ignore_errors=True)
     return replace(result, skipped=(*skipped, *_dropped_events(result.ranks)))
+
+
+AUTO_JOBS_BYTES = 64 << 20  # below this much trace data, starting workers costs more than it saves
+
+
+def _jobs(asked: int | None, found: list[_Source]) -> int:
+    if asked is not None:
+        if asked < 1:
+            raise IngestError(f"--jobs {asked}: at least 1")
+        return min(asked, max(len(found), 1))
+    if len(found) < 2:
+        return 1
+    size = sum(s.path.stat().st_size for s in found if s.path.is_file())
+    return min(os.cpu_count() or 1, len(found)) if size >= AUTO_JOBS_BYTES else 1
 
 
 def _dropped_events(ranks: Iterable[RankSummary]) -> Iterator[tuple[str, str]]:
@@ -197,27 +189,73 @@ def _dropped_events(ranks: Iterable[RankSummary]) -> Iterator[tuple[str, str]]:
             )
 
 
-def _archived(traces: Iterable[RankTrace], writer: archive.ArchiveWriter) -> Iterator[RankTrace]:
+def _prepared(
+    traces: Iterable[RankTrace], run: str, run_idx: int
+) -> Generator[PreparedRank, None, None]:
     for trace in traces:
-        writer.add(trace.rank, frame_source(trace).rows)
-        yield trace
-        del trace  # the consumer frees each rank as it goes: hold none here
+        held = [trace]
+        del trace  # prepare_rank holds the only reference: each rank is freed as it goes
+        yield prepare_rank(held.pop(), run, run_idx)
+
+
+def _archived(
+    ranks: Iterable[PreparedRank], writer: archive.ArchiveWriter
+) -> Iterator[PreparedRank]:
+    for prepared in ranks:
+        writer.add(prepared.rank, prepared.archive_rows)
+        yield replace(prepared, archive_rows=prepared.archive_rows.slice(0, 0))
+        del prepared  # the consumer frees each rank as it goes: hold none here
+
+
+class _Files:
+    """What the files of an ingest gave, in their order: the files parsed (`files`, each handed
+    to `keep_source`), a folder's JSON files that are no trace (`skipped`), and which file
+    each rank came from (a rank in two files is refused)."""
+
+    def __init__(
+        self,
+        files: list[Path],
+        skipped: list[tuple[str, str]],
+        keep_source: Callable[[Path], None],
+    ) -> None:
+        self.files, self.skipped, self.keep_source = files, skipped, keep_source
+        self.owner: dict[int, str] = {}
+        self.from_folder: dict[Path, int] = {}
+        self.passed_over: dict[Path, list[str]] = {}
+
+    def skip(self, source: _Source, why: str) -> None:
+        assert source.folder is not None
+        self.skipped.append((source.name, why))
+        self.passed_over.setdefault(source.folder, []).append(source.name)
+
+    def parsed(self, source: _Source) -> None:
+        self.files.append(source.path)
+        self.keep_source(source.path)
+        if source.folder is not None:
+            self.from_folder[source.folder] = self.from_folder.get(source.folder, 0) + 1
+
+    def rank(self, source: _Source, rank: int) -> None:
+        if rank in self.owner:
+            raise TraceFormatError(
+                source.path,
+                f"rank {rank} is also in {self.owner[rank]}: a run holds one "
+                "trace per rank (use --rank N, or ingest it as another --run)",
+            )
+        self.owner[rank] = str(source.path)
+
+    def finish(self, found: list[_Source]) -> None:
+        for folder in dict.fromkeys(s.folder for s in found if s.folder is not None):
+            if not self.from_folder.get(folder):
+                names = self.passed_over.get(folder, [])
+                more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+                shown = ", ".join(names[:3]) + more
+                raise TraceFormatError(folder, f"folder holds no traces ({shown}: not a trace)")
 
 
 def _rank_traces(
-    found: list[_Source],
-    options: ParseOptions,
-    report: Progress,
-    files: list[Path],
-    skipped: list[tuple[str, str]],
-    keep_source: Callable[[Path], None],
+    found: list[_Source], options: ParseOptions, report: Progress, seen: _Files
 ) -> Generator[RankTrace, None, None]:
-    """The ranks of each file in turn; only one file's events are held at a time. Files
-    parsed are appended to `files` and handed to `keep_source`; a folder's files that are no
-    trace to `skipped`."""
-    owner: dict[int, str] = {}
-    from_folder: dict[Path, int] = {}
-    passed_over: dict[Path, list[str]] = {}
+    """The ranks of each file in turn; only one file's events are held at a time."""
     for i, source in enumerate(found):
         path = source.path
         report("ingest", i, len(found))
@@ -226,36 +264,21 @@ def _rank_traces(
             try:
                 first = next(traces)
             except TraceFormatError:
-                why = _not_a_trace(path) if source.folder is not None else None
+                why = not_a_trace(path) if source.folder is not None else None
                 if why is None or source.folder is None:
                     raise
-                skipped.append((source.name, why))
-                passed_over.setdefault(source.folder, []).append(source.name)
+                seen.skip(source, why)
                 continue
-            files.append(path)
-            keep_source(path)
-            if source.folder is not None:
-                from_folder[source.folder] = from_folder.get(source.folder, 0) + 1
+            seen.parsed(source)
             held = [first]
             del first
             for trace in itertools.chain(_handed_on(held), traces):
-                rank = trace.rank
-                if rank in owner:
-                    raise TraceFormatError(
-                        path,
-                        f"rank {rank} is also in {owner[rank]}: a run holds one "
-                        "trace per rank (use --rank N, or ingest it as another --run)",
-                    )
-                owner[rank] = str(path)
+                seen.rank(source, trace.rank)
                 yield trace
                 del trace  # keep no reference here: the consumer frees it as it goes
         finally:
             traces.close()
-    for folder in dict.fromkeys(s.folder for s in found if s.folder is not None):
-        if not from_folder.get(folder):
-            names = passed_over.get(folder, [])
-            shown = ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-            raise TraceFormatError(folder, f"folder holds no traces ({shown}: not a trace)")
+    seen.finish(found)
     report("ingest", len(found), len(found))
 
 
@@ -269,15 +292,29 @@ def _default_run_name(paths: Sequence[Path], files: list[Path]) -> str:
     if len(paths) == 1 and paths[0].is_dir():
         return paths[0].resolve().name or "run"
     first = files[0]
-    base = first.parent.name if len(files) > 1 else first.name.split(".")[0]
+    base = first.parent.name if len(files) > 1 else _stem(first.name)
     return base or "run"
+
+
+def _stem(name: str) -> str:
+    """A trace file's name without its trace suffixes (`.pt.trace.json.gz`, `.json`, ...):
+    dots elsewhere stay (`xdit_sd_3.5_rank0.json` is run `xdit_sd_3.5_rank0`)."""
+    for suffix in (".gz", ".json", ".trace", ".pt"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def _run_names(store: GraphStore) -> list[str]:
+    return store.run("MATCH (r:Run) RETURN r.name AS name").table["name"].to_pylist()
 
 
 def _claim_run(store: GraphStore, run: str, db: Path) -> int:
     # errors name the database, not the staging copy `store` is open on
     existing = store.run("MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx").table
     if run in existing["name"].to_pylist():
-        raise IngestError(f"{db}: run '{run}' already exists; choose another --run")
+        raise IngestError(
+            f"{db}: run '{run}' already exists; choose another --run, or --replace it"
+        )
     used = existing["idx"].to_pylist()
     run_idx = max(used) + 1 if used else 0
     if run_idx > schema.MAX_RUNS:
@@ -337,7 +374,7 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
 
 def _load(
     store: GraphStore,
-    traces: Iterable[RankTrace],
+    ranks: Iterable[PreparedRank],
     run: str,
     run_idx: int,
     files: list[Path],
@@ -350,25 +387,18 @@ def _load(
     rank_rows: list[dict[str, object]] = []
     batch = _Batch(store)
     world_size = 0
-    for trace in traces:
-        world_size = max(world_size, trace.world_size or 0)
-        # hand the event table over so that with_keys holds the only reference to it
-        handover = [trace.events]
-        trace = replace(trace, events=trace.events.slice(0, 0))
-        events = nodes.with_keys(handover.pop(), trace.rank, run, run_idx)
-        node_tables = nodes.node_tables(events)
-        edge_tables = _rank_edges(events)
-        batch.add(node_tables, edge_tables)
+    for prepared in ranks:
+        world_size = max(world_size, prepared.world_size)
+        batch.add(prepared.node_tables, prepared.edge_tables)
         if batch.rows >= BATCH_ROWS or batch.bytes >= BATCH_BYTES:
             batch.flush()
-        for label, edges in edge_tables.items():
+        for label, edges in prepared.edge_tables.items():
             edge_counts[label] = edge_counts.get(label, 0) + edges.num_rows
-        parts.append(collectives.participants(events))
-        steps.append(step_rows(events, trace.rank, run, run_idx))
-        counts = {label: t.num_rows for label, t in node_tables.items()}
-        counts["cuda_sync"] = pc.sum(pc.equal(events["label"], "sync")).as_py() or 0
-        summaries.append(RankSummary(trace.rank, trace.file, counts, dict(trace.dropped)))
-        rank_rows.append(_rank_row(trace, run, run_idx, events, counts))
+        parts.append(prepared.participants)
+        steps.append(prepared.steps)
+        summaries.append(prepared.summary)
+        rank_rows.append(prepared.rank_row)
+        del prepared  # the batch holds what it needs; free the rest as we go
     batch.flush(last=True)
     coll_nodes, part_of = collectives.match(pa.concat_tables(parts), run, run_idx)
     store.copy("Collective", schema.conform(coll_nodes, schema.COLLECTIVE))
@@ -390,46 +420,3 @@ def _load(
     }
     store.copy("Run", schema.conform(pa.Table.from_pylist([run_row]), schema.RUN))
     return IngestResult(run, summaries, coll_nodes.num_rows, edge_counts)
-
-
-def _rank_edges(events: pa.Table) -> dict[str, pa.Table]:
-    """The structural edges of one rank, each with from_label/to_label columns."""
-    return {
-        "CALLS": link.call_edges(events),
-        "LAUNCHES": _labelled(link.launch_edges(events), "Runtime", "Kernel"),
-        "NEXT_ON_STREAM": _labelled(link.stream_edges(events), "Kernel", "Kernel"),
-        "SYNCS": syncs.sync_edges(events),
-    }
-
-
-def _labelled(edges: pa.Table, src: str, dst: str) -> pa.Table:
-    n = edges.num_rows
-    return edges.append_column("from_label", pa.array([src] * n, pa.string())).append_column(
-        "to_label", pa.array([dst] * n, pa.string())
-    )
-
-
-def _rank_row(
-    trace: RankTrace, run: str, run_idx: int, events: pa.Table, counts: dict[str, int]
-) -> dict[str, object]:
-    narrow = events.select(["cat", "label", "ph"])
-    skipped = narrow.filter(pc.and_(pc.is_null(narrow["label"]), pc.equal(narrow["ph"], "X")))
-    by_cat = skipped.group_by("cat").aggregate([("cat", "count")]).to_pylist()
-    counts_skipped = {str(r["cat"]): r["cat_count"] for r in by_cat}
-    for reason, n in trace.dropped.items():  # events left out at parse time
-        counts_skipped[reason] = counts_skipped.get(reason, 0) + n
-    return {
-        "id": schema.event_key(run_idx, trace.rank, 0),
-        "run": run,
-        "rank": trace.rank,
-        "file": trace.file,
-        "device": trace.device,
-        "schema_version": trace.schema_version,
-        "base_time_ns": trace.base_time_ns,
-        "event_count": counts["Op"] + counts["Runtime"] + counts["Kernel"],
-        "op_count": counts["Op"],
-        "runtime_count": counts["Runtime"],
-        "kernel_count": counts["Kernel"],
-        "cuda_sync_count": counts["cuda_sync"],
-        "skipped": json.dumps(counts_skipped, sort_keys=True),
-    }

@@ -9,6 +9,7 @@ give the same ranks, events and errors' meaning (a test holds them equal on ever
 
 from __future__ import annotations
 
+import json
 import shutil
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 
 from . import parse
 from .errors import TraceFormatError
-from .parse import MAX_EV, ParseOptions, RankTrace
+from .parse import MAX_EV, ParseOptions, RankTrace, json_blocks, read_trace_bytes
 from .scan import EVENTS_KEY, ScanError, TopLevel, scan_events
 from .spill import Key, Spill
 
@@ -217,3 +218,38 @@ def sweep_spills(at: Path) -> None:
     for leftover in at.parent.glob(f"{at.name}-*"):
         if leftover.is_dir():
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+WHOLE_CHECK_BYTES = 8 << 20  # a failed file up to this size is read whole to say what it is
+
+
+def not_a_trace(path: Path) -> str | None:
+    """Why a file that failed to parse is JSON but no trace (None: it is a broken trace, or
+    no JSON at all). Only files that failed are read again, so this costs nothing otherwise;
+    a large one is scanned block by block, never held."""
+    try:
+        size = path.stat().st_size
+        with open(path, "rb") as f:
+            gzipped = f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return None
+    if size > (WHOLE_CHECK_BYTES // 64 if gzipped else WHOLE_CHECK_BYTES):
+        top = TopLevel()
+        blocks = json_blocks(path, ParseOptions(), whole_up_to=0)
+        try:
+            for _ in scan_events(blocks, frozenset({"traceEvents"}), top):
+                pass
+        except (ScanError, TraceFormatError):
+            return None
+        if top.has_events or "traceEvents" in top.values:  # a trace, or a broken one
+            return None
+        return "not a trace (no traceEvents)"
+    try:
+        document = json.loads(read_trace_bytes(path))
+    except (TraceFormatError, ValueError, RecursionError):
+        return None
+    if isinstance(document, dict) and "traceEvents" not in document:
+        return "not a trace (no traceEvents)"
+    if not isinstance(document, dict | list):
+        return "not a trace (JSON, but no object or event list)"
+    return None

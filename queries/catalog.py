@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from importlib import resources
 
 from tracegraph.ingest.errors import TracegraphError
-from tracegraph.ingest.store import query_parameters
+from tracegraph.ingest.runs import resolve_run
+from tracegraph.ingest.store import GraphStore, query_parameters
 
 
 @dataclass(frozen=True)
@@ -139,3 +140,10 @@ def _coerce(name: str, key: str, kind: str, value: object) -> object:
             f"(canned query '{name}' declares {key} ({kind}))"
         )
     return converted
+
+
+def check_run(store: GraphStore, params: Mapping[str, object]) -> None:
+    """A canned query's `run` must be a run of the database: a misspelt name is an error that
+    lists the runs, not an empty result."""
+    if "run" in params:
+        resolve_run(store, str(params["run"]))

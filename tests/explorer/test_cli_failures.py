@@ -514,3 +514,20 @@ def test_ingest_of_no_trace_is_one_line_exit_2_and_changes_no_file(
     assert err == f"tracegraph: error: {path}: {message}\n"
     assert db_digest(db_copy) == before
     assert not list(db_copy.parent.glob(f".{db_copy.name}.staging-*"))
+
+
+def test_a_canned_query_for_a_run_that_is_not_there_is_an_error(tmp_path, capsys) -> None:
+    """A misspelt run is one line naming the runs, exit 2, not an empty result."""
+    from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
+    from tracegraph.explorer.cli import main
+
+    write_per_rank(SyntheticConfig(ranks=1, steps=1, layers=1), tmp_path / "t")
+    db = tmp_path / "r.kuzu"
+    assert main(["ingest", str(tmp_path / "t"), "--db", str(db), "--run", "job"]) == 0
+    capsys.readouterr()
+    argv = ["query", str(db), "--canned", "step-times", "--param", "run=jbo"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == f"tracegraph: error: {db}: no run 'jbo' (runs: ['job'])"
+    argv[-1] = "run=job"
+    assert main(argv) == 0

@@ -409,3 +409,10 @@ def test_a_large_json_in_a_folder_is_told_apart_without_loading_it(
         with pytest.raises(TraceFormatError) as caught:
             ingest([job], tmp_path / "x.kuzu")
         assert caught.value.path == str(big)
+
+
+def test_a_run_named_after_its_file_keeps_the_dots_in_the_name(tmp_path: Path, job: Path):
+    file = tmp_path / "xdit_sd_3.5_rank0.pt.trace.json"
+    file.write_bytes((job / JOB_RANKS[0]).read_bytes())
+    result = ingest([file], tmp_path / "dots.kuzu")
+    assert result.run == "xdit_sd_3.5_rank0"

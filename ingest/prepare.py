@@ -1,0 +1,112 @@
+"""One rank's share of an ingest, computed on its own (in this process or a worker): its node
+and edge tables, collective participants, steps, counts, Rank row and archive rows.
+
+Pure: a parsed rank in, Arrow tables out; nothing here touches the database, so ranks can be
+prepared in parallel and loaded in one transaction afterwards (`pipeline`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from . import collectives, link, nodes, schema, syncs
+from .edgesets.native.frame import frame_source
+from .parse import RankTrace
+from .steps import step_rows
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    rank: int
+    file: str
+    counts: dict[str, int]
+    # events left out at parse time, by reason (parse.NO_TS, parse.BAD_DUR)
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PreparedRank:
+    """What the load needs of one rank (see the module docstring)."""
+
+    rank: int
+    file: str
+    world_size: int
+    node_tables: dict[str, pa.Table]
+    edge_tables: dict[str, pa.Table]
+    participants: pa.Table
+    steps: pa.Table
+    summary: RankSummary
+    rank_row: dict[str, object]
+    archive_rows: pa.Table  # the native builder's source rows (`frame.FrameSource`)
+
+
+def prepare_rank(trace: RankTrace, run: str, run_idx: int) -> PreparedRank:
+    """The rank's tables; `trace` is not used afterwards (its events are handed over)."""
+    archive_rows = frame_source(trace).rows
+    # hand the event table over so that with_keys holds the only reference to it
+    handover = [trace.events]
+    trace = replace(trace, events=trace.events.slice(0, 0))
+    events = nodes.with_keys(handover.pop(), trace.rank, run, run_idx)
+    node_tables = nodes.node_tables(events)
+    edge_tables = _rank_edges(events)
+    counts = {label: t.num_rows for label, t in node_tables.items()}
+    counts["cuda_sync"] = pc.sum(pc.equal(events["label"], "sync")).as_py() or 0
+    return PreparedRank(
+        trace.rank,
+        trace.file,
+        trace.world_size or 0,
+        node_tables,
+        edge_tables,
+        collectives.participants(events),
+        step_rows(events, trace.rank, run, run_idx),
+        RankSummary(trace.rank, trace.file, counts, dict(trace.dropped)),
+        _rank_row(trace, run, run_idx, events, counts),
+        archive_rows,
+    )
+
+
+def _rank_edges(events: pa.Table) -> dict[str, pa.Table]:
+    """The structural edges of one rank, each with from_label/to_label columns."""
+    return {
+        "CALLS": link.call_edges(events),
+        "LAUNCHES": _labelled(link.launch_edges(events), "Runtime", "Kernel"),
+        "NEXT_ON_STREAM": _labelled(link.stream_edges(events), "Kernel", "Kernel"),
+        "SYNCS": syncs.sync_edges(events),
+    }
+
+
+def _labelled(edges: pa.Table, src: str, dst: str) -> pa.Table:
+    n = edges.num_rows
+    return edges.append_column("from_label", pa.array([src] * n, pa.string())).append_column(
+        "to_label", pa.array([dst] * n, pa.string())
+    )
+
+
+def _rank_row(
+    trace: RankTrace, run: str, run_idx: int, events: pa.Table, counts: dict[str, int]
+) -> dict[str, object]:
+    narrow = events.select(["cat", "label", "ph"])
+    skipped = narrow.filter(pc.and_(pc.is_null(narrow["label"]), pc.equal(narrow["ph"], "X")))
+    by_cat = skipped.group_by("cat").aggregate([("cat", "count")]).to_pylist()
+    counts_skipped = {str(r["cat"]): r["cat_count"] for r in by_cat}
+    for reason, n in trace.dropped.items():  # events left out at parse time
+        counts_skipped[reason] = counts_skipped.get(reason, 0) + n
+    return {
+        "id": schema.event_key(run_idx, trace.rank, 0),
+        "run": run,
+        "rank": trace.rank,
+        "file": trace.file,
+        "device": trace.device,
+        "schema_version": trace.schema_version,
+        "base_time_ns": trace.base_time_ns,
+        "event_count": counts["Op"] + counts["Runtime"] + counts["Kernel"],
+        "op_count": counts["Op"],
+        "runtime_count": counts["Runtime"],
+        "kernel_count": counts["Kernel"],
+        "cuda_sync_count": counts["cuda_sync"],
+        "skipped": json.dumps(counts_skipped, sort_keys=True),
+    }
