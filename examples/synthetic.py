@@ -272,7 +272,8 @@ class SyntheticConfig:
     faults, fault_rank: faults of the report's catalog injected on fault_rank in every step
         (INJECTABLE_FAULTS; listed in that rank's file as "tracegraphFaults"): gc_stall (a GC
         pause with no op on any thread), implicit_casts (aten::to around every linear),
-        small_op_storm (250 tiny elementwise ops in the forward), optimizer_dominance (a
+        small_op_storm (250 tiny elementwise ops launched one by one onto an idle GPU at the
+        end of the step), optimizer_dominance (a
         per-parameter optimizer: 150 tiny ops instead of the fused kernel), memory_churn
         (cudaMalloc/cudaFree in the step), schedule_distortion (a slow first step).
     item_sync: loss.item() (a DtoH copy and a stream synchronize) at the end of every step.
@@ -753,6 +754,10 @@ class _Rank:
         self._timer()
         if "gc_stall" in self.faults:  # after the step's last sync: the GPU has nothing queued
             self._gc_pause()
+        if "small_op_storm" in self.faults:  # e.g. a Python loop of tiny elementwise updates,
+            for _ in range(STORM_OPS):  # after the step's sync: the GPU waits on each launch
+                self._gap()
+                self._leaf(_q("aten::add"), K_TINY, scaled=False)
         if self.cfg.sync_demo:
             self._sync_kinds()
         if py:
@@ -841,10 +846,6 @@ class _Rank:
                 self.t = max(self.t, self.free[COMPUTE_STREAM]) + self.cfg.slow_gap_us * 1000
             if layer % FLUSH_EVERY_LAYERS == FLUSH_EVERY_LAYERS - 1:
                 yield FLUSH
-        if "small_op_storm" in self.faults:
-            for _ in range(STORM_OPS):  # e.g. a Python loop of tiny elementwise updates
-                self._gap()
-                _, last = self._leaf(_q("aten::add"), K_TINY, scaled=False)
         self._close()
         self._gpu_annotation(ua[2], COMPUTE_STREAM, first, last, ua[5])
         if self.cfg.python_stacks:

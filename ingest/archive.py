@@ -145,14 +145,20 @@ def _copy_source(path: Path, target: Path) -> str:
 
 def source_copy(folder: Path, source: str, into: Path) -> Path | None:
     """The archived bytes of trace file `source` as a file HTA can read (a gzipped copy as it
-    is; a compressed plain one written out under `into`), or None when the run has none."""
+    is; a compressed plain one written out under `into`), or None when the archive lists no
+    copy of it (a run ingested before archives kept them). A listed copy that cannot be read
+    is an error: the original file may since have been replaced by another capture."""
     try:
         name = json.loads((folder / MANIFEST).read_text()).get(source)
-    except (OSError, ValueError):
+    except FileNotFoundError:
         return None
-    if not isinstance(name, str) or not (folder / SOURCES / name).is_file():
+    except (OSError, ValueError) as exc:
+        raise IngestError(f"{folder / MANIFEST}: cannot read the archive's list ({exc})") from exc
+    if not isinstance(name, str):
         return None
     copy = folder / SOURCES / name
+    if not copy.is_file():
+        raise IngestError(f"{copy}: the archived copy of {source} is gone; re-ingest the run")
     if name.endswith(".json.gz"):
         return copy
     out = into / name.removesuffix(".zst")
@@ -160,8 +166,8 @@ def source_copy(folder: Path, source: str, into: Path) -> Path | None:
         with pa.input_stream(str(copy), compression=_ZSTD) as src, open(out, "wb") as dst:
             while block := src.read(_STEP):
                 dst.write(block)
-    except (OSError, pa.ArrowException):
-        return None
+    except (OSError, pa.ArrowException) as exc:
+        raise IngestError(f"{copy}: cannot read the archived copy of {source} ({exc})") from exc
     return out
 
 

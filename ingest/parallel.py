@@ -3,18 +3,23 @@
 Each worker parses one trace file and prepares its ranks (`prepare.prepare_rank`: node and
 edge tables, steps, archive rows); the main process takes the results in file order and loads
 them in its one transaction, so the database and its errors are the same as with one process.
-At most `jobs + 1` files are in flight, so memory holds a few files' ranks, not the job's. A
-file read in blocks (over `read.STREAM_BYTES`) is prepared in the main process, rank by rank,
-as without workers: a worker would hold all of its ranks at once.
+`jobs` files are in flight at once, so memory holds about twice that many files' ranks (those
+being prepared, those prepared and waiting), not the job's. A large file (over the
+block-reading size, `read.STREAM_BYTES`) that turns out to hold several ranks is handed back
+and prepared in the main process rank by rank, as without workers: a worker would hold all of
+its ranks at once.
 
-Workers are started fresh (`spawn`): the main process holds an open Kuzu database, which a
-forked child must not inherit.
+Workers are started fresh (`spawn`: the main process holds an open Kuzu database, which a forked
+child must not inherit) without the main script (they need none of it, and a script without
+an `if __name__ == "__main__"` guard would run again in each); on Linux they die with the main
+process, and a failure or interrupt terminates them at once.
 """
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
-import os
+import signal
 import sys
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
@@ -39,27 +44,43 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class FileOutcome:
-    """A file's prepared ranks, or why it was passed over (a folder's JSON that is no trace)."""
+    """A file's prepared ranks; or why it was passed over (a folder's JSON that is no trace);
+    or `too_many` when it is a large file of several ranks, for the main process to read."""
 
     ranks: list[PreparedRank]
     not_a_trace: str | None = None
+    too_many: bool = False
 
 
 def prepare_file(
     path: Path, in_folder: bool, options: ParseOptions, run: str, run_idx: int
 ) -> FileOutcome:
     """Parse one file and prepare each of its ranks (in a worker)."""
+    limit = STREAM_BYTES if options.stream_bytes is None else options.stream_bytes
     traces = rank_traces(path, options)
+    ranks: list[PreparedRank] = []
     try:
-        ranks = [prepare_rank(trace, run, run_idx) for trace in traces]
+        for trace in traces:
+            if ranks and _json_size(path) > limit:
+                return FileOutcome([], too_many=True)
+            ranks.append(prepare_rank(trace, run, run_idx))
+            del trace
     except TraceFormatError:
-        why = not_a_trace(path) if in_folder else None
+        why = not_a_trace(path) if in_folder and not ranks else None
         if why is None:
             raise
         return FileOutcome([], why)
     finally:
         traces.close()
     return FileOutcome(ranks)
+
+
+def _json_size(path: Path) -> int:
+    """The file's size, or for a gzipped one a lower bound of its JSON (4 × its size)."""
+    with open(path, "rb") as f:
+        gzipped = f.read(2) == b"\x1f\x8b"
+        size = f.seek(0, 2)
+    return size * 4 if gzipped else size
 
 
 def prepare_in_parallel(
@@ -73,77 +94,97 @@ def prepare_in_parallel(
 ) -> Generator[PreparedRank, None, None]:
     """The prepared ranks of every file, in file order (see the module docstring)."""
     context = multiprocessing.get_context("spawn")
-    with _importable_main(), ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
-        pending: deque[tuple[int, Future[FileOutcome] | None]] = deque()
-        following = 0
-        try:
-            for i, source in enumerate(found):
-                while following < len(found) and len(pending) <= jobs:
-                    pending.append((following, _submit(pool, found[following], options, run,
-                                                       run_idx)))  # fmt: skip
-                    following += 1
-                index, future = pending.popleft()
-                assert index == i
-                report("ingest", i, len(found))
-                if future is None:  # read in blocks: here, rank by rank
-                    yield from _in_process(source, options, run, run_idx, seen)
-                    continue
-                try:
-                    outcome = future.result()
-                except BrokenProcessPool as exc:
-                    raise IngestError(
-                        f"{source.path}: a worker process died preparing it (out of memory? "
-                        "try fewer --jobs)"
-                    ) from exc
-                if outcome.not_a_trace is not None:
-                    seen.skip(source, outcome.not_a_trace)
-                    continue
-                seen.parsed(source)
-                ranks = outcome.ranks
-                del outcome
-                while ranks:
-                    prepared = ranks.pop(0)
-                    seen.rank(source, prepared.rank)
-                    yield prepared
-                    del prepared
-        finally:
-            for _, future in pending:
-                if future is not None:
-                    future.cancel()
+    with _main_hidden():
+        pool = ProcessPoolExecutor(
+            max_workers=jobs, mp_context=context, initializer=_die_with_parent
+        )
+    pending: deque[Future[FileOutcome]] = deque()
+    done = False
+    try:
+        for i, source in enumerate(found):
+            with _main_hidden():  # workers start on demand
+                while len(pending) < jobs and i + len(pending) < len(found):
+                    following = found[i + len(pending)]
+                    pending.append(
+                        pool.submit(
+                            prepare_file,
+                            following.path,
+                            following.folder is not None,
+                            options,
+                            run,
+                            run_idx,
+                        )  # fmt: skip
+                    )
+            report("ingest", i, len(found))
+            try:
+                outcome = pending.popleft().result()
+            except BrokenProcessPool as exc:
+                raise IngestError(
+                    f"{source.path}: a worker process died while files were prepared (out of "
+                    "memory? try fewer --jobs)"
+                ) from exc
+            if outcome.too_many:  # a large file of several ranks: here, rank by rank
+                yield from _in_process(source, options, run, run_idx, seen)
+                continue
+            if outcome.not_a_trace is not None:
+                seen.skip(source, outcome.not_a_trace)
+                continue
+            seen.parsed(source)
+            ranks = outcome.ranks
+            del outcome
+            while ranks:
+                prepared = ranks.pop(0)
+                seen.rank(source, prepared.rank)
+                yield prepared
+                del prepared
+        done = True
+    finally:
+        if done:
+            pool.shutdown(wait=True)
+        else:  # a failure, or the consumer stopped: stop the workers now, not at their end
+            _terminate(pool)
     seen.finish(found)
     report("ingest", len(found), len(found))
 
 
+def _terminate(pool: ProcessPoolExecutor) -> None:
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for process in processes:
+        process.terminate()
+    for process in processes:
+        process.join(timeout=5)
+
+
 @contextmanager
-def _importable_main() -> Iterator[None]:
-    """Spawned workers re-import the main script; one that cannot be (`python -` reading
-    stdin, `python -c`) is hidden from them while the pool lives: they need none of it."""
+def _main_hidden() -> Iterator[None]:
+    """While workers start: no main module for them to import (see the module docstring)."""
     main = sys.modules.get("__main__")
-    path = getattr(main, "__file__", None)
-    if main is None or path is None or os.path.isfile(path):
+    if main is None:
         yield
         return
-    del main.__file__
+    saved = {k: getattr(main, k) for k in ("__file__", "__spec__") if hasattr(main, k)}
+    for key in saved:
+        if key == "__spec__":
+            main.__spec__ = None
+        else:
+            delattr(main, key)
     try:
         yield
     finally:
-        main.__file__ = path
+        for key, value in saved.items():
+            setattr(main, key, value)
 
 
-def _submit(
-    pool: ProcessPoolExecutor, source: _Source, options: ParseOptions, run: str, run_idx: int
-) -> Future[FileOutcome] | None:
-    limit = STREAM_BYTES if options.stream_bytes is None else options.stream_bytes
+def _die_with_parent() -> None:
+    """In each worker: Linux kills it when the main process dies (elsewhere: nothing)."""
     try:
-        size = os.path.getsize(source.path)
-        with open(source.path, "rb") as f:
-            gzipped = f.read(2) == b"\x1f\x8b"
-    except OSError:
-        size, gzipped = 0, False  # the worker says what is wrong with it
-    if size > (limit // 16 if gzipped else limit):  # gzip holds ~10x its size of JSON
-        return None
-    return pool.submit(prepare_file, source.path, source.folder is not None, options, run,
-                       run_idx)  # fmt: skip
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        pass
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _in_process(

@@ -153,7 +153,7 @@ def ingest(
             result = _load(store, _archived(prepared, writer), run, run_idx, files, ingested_at)
             writer.finish(ingested_at)  # in place before the database that names it
     except BaseException:
-        # now, not when the traceback goes: removes a spill folder, stops the workers at once
+        # now, not when the traceback goes: removes a spill folder, terminates the workers
         for stream in (prepared, traces):
             if stream is not None:
                 stream.close()
@@ -176,7 +176,17 @@ def _jobs(asked: int | None, found: list[_Source]) -> int:
     if len(found) < 2:
         return 1
     size = sum(s.path.stat().st_size for s in found if s.path.is_file())
-    return min(os.cpu_count() or 1, len(found)) if size >= AUTO_JOBS_BYTES else 1
+    return min(_cores(), AUTO_JOBS_MAX, len(found)) if size >= AUTO_JOBS_BYTES else 1
+
+
+AUTO_JOBS_MAX = 8  # each worker holds a file or two: more would hold much of a large job
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))  # the cores this process may use (cgroups, taskset)
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def _dropped_events(ranks: Iterable[RankSummary]) -> Iterator[tuple[str, str]]:

@@ -27,10 +27,43 @@ from tracegraph.ingest.store import GraphStore
 from .analyses import Row
 from .steps import StepWindow
 
-_DTYPE_BYTES = {"float": 4, "float32": 4, "c10::Float": 4, "double": 8, "float64": 8,
-                "c10::Half": 2, "half": 2, "float16": 2, "c10::BFloat16": 2, "bfloat16": 2,
-                "long int": 8, "int64": 8, "long": 8, "int": 4, "int32": 4, "int8_t": 1,
-                "int8": 1, "unsigned char": 1, "uint8": 1, "bool": 1}  # fmt: skip
+# element sizes by the spellings traces use: Kineto's NCCL `dtype` ("Float", "BFloat16"),
+# record_function input types ("float", "c10::Half"), numpy-like names
+_DTYPE_BYTES = {
+    **dict.fromkeys(("Float", "float", "float32", "Int", "int", "int32", "UInt32"), 4),
+    **dict.fromkeys(
+        (
+            "Double",
+            "double",
+            "float64",
+            "Long",
+            "long",
+            "long int",
+            "int64",
+            "UInt64",
+            "ComplexFloat",
+        ),
+        8,
+    ),  # fmt: skip
+    **dict.fromkeys(
+        ("Half", "half", "float16", "BFloat16", "bfloat16", "Short", "short", "int16"), 2
+    ),  # fmt: skip
+    **dict.fromkeys(
+        (
+            "Byte",
+            "Char",
+            "Bool",
+            "bool",
+            "int8",
+            "int8_t",
+            "uint8",
+            "unsigned char",
+            "Float8_e4m3fn",
+            "Float8_e5m2",
+        ),
+        1,
+    ),  # fmt: skip
+}
 # NCCL's bus-bandwidth factor by collective, n participants (nccl-tests' PERFORMANCE.md)
 _BUS_FACTOR = (
     (re.compile(r"all_?reduce", re.I), lambda n: 2 * (n - 1) / n),
@@ -50,6 +83,7 @@ class Participants:
     end: np.ndarray
     args: list[str]
     event: np.ndarray  # the participant's event id
+    anchor: np.ndarray  # places it in a step (see `participants`)
 
     @property
     def n(self) -> int:
@@ -57,15 +91,27 @@ class Participants:
 
 
 def participants(store: GraphStore, run: str) -> Participants:
-    table = store.run(
-        "MATCH (k:Op:Kernel)-[:PART_OF]->(c:Collective) WHERE c.run = $run "
-        "RETURN c.id AS id, c.name AS name, c.process_group AS pg, c.seq AS seq, "
-        "k.rank AS rank, k.ts AS ts, k.dur AS dur, k.args AS args, k.id AS event "
-        "ORDER BY id, rank, ts",
+    """Every participant, grouped by instance; `anchor` the time that places it in a step: a
+    kernel's launching call's start (the GPU runs behind the CPU), a range's own start."""
+    columns = (
+        "c.id AS id, c.name AS name, c.process_group AS pg, c.seq AS seq, k.rank AS rank, "
+        "k.ts AS ts, k.dur AS dur, k.args AS args, k.id AS event"
+    )
+    ops = store.run(
+        f"MATCH (k:Op)-[:PART_OF]->(c:Collective) WHERE c.run = $run RETURN {columns}, "
+        "k.ts AS anchor",
         {"run": run},
     ).table
+    kernels = store.run(
+        f"MATCH (k:Kernel)-[:PART_OF]->(c:Collective) WHERE c.run = $run "
+        f"OPTIONAL MATCH (r:Runtime)-[:LAUNCHES]->(k) RETURN {columns}, "
+        "coalesce(min(r.ts), k.ts) AS anchor",
+        {"run": run},
+    ).table
+    table = pa.concat_tables([ops, kernels.cast(ops.schema)])
+    table = table.sort_by([("id", "ascending"), ("rank", "ascending"), ("ts", "ascending")])
     ids = table["id"].to_numpy()
-    uniq, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
+    _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)
     names = [
         (str(table["name"][i]), str(table["pg"][i] or ""), int(table["seq"][i].as_py() or 0))
         for i in first.tolist()
@@ -80,26 +126,34 @@ def participants(store: GraphStore, run: str) -> Participants:
         ts + dur.astype(np.int64),
         [a or "" for a in table["args"].to_pylist()],
         table["event"].to_numpy().astype(np.int64),
+        table["anchor"].to_numpy().astype(np.int64),
     )
+
+
+def _groups(p: Participants) -> list[np.ndarray]:
+    """Each instance's participant rows (the rows are sorted by instance)."""
+    if p.n == 0:
+        return []
+    bounds = np.nonzero(np.diff(p.instance))[0] + 1
+    return [g for g in np.split(np.arange(p.n), bounds) if len(np.unique(p.rank[g])) >= 2]
 
 
 def clock_offsets(p: Participants) -> dict[int, int]:
     """Per rank: the median of (its end − the median end of the instance's participants)."""
-    deltas: dict[int, list[int]] = {}
-    for i in np.unique(p.instance):
-        sel = np.nonzero(p.instance == i)[0]
-        if len(np.unique(p.rank[sel])) < 2:
-            continue
+    deltas: dict[int, list[np.ndarray]] = {}
+    for sel in _groups(p):
         middle = float(np.median(p.end[sel]))
-        for j in sel:
-            deltas.setdefault(int(p.rank[j]), []).append(int(p.end[j] - middle))
-    return {r: int(np.median(v)) for r, v in deltas.items()}
+        for rank in np.unique(p.rank[sel]).tolist():
+            mine = sel[p.rank[sel] == rank]
+            deltas.setdefault(rank, []).append(p.end[mine] - middle)
+    return {r: int(np.median(np.concatenate(v))) for r, v in deltas.items()}
 
 
 def collective_rows(
-    p: Participants, windows: dict[int, list[StepWindow]]
+    p: Participants, windows: dict[int, list[StepWindow]], step: int | None = None
 ) -> tuple[list[Row], list[Row], list[Row]]:
-    """(per instance, per rank, per step) rows: see the module docstring."""
+    """(per instance, per rank, per step) rows: see the module docstring; with `step`, only
+    the instances of that step (and the per-rank figures over them)."""
     offsets = clock_offsets(p)
     shift = np.array([offsets.get(int(r), 0) for r in p.rank], np.int64)
     arrive, leave = p.ts - shift, p.end - shift
@@ -107,14 +161,14 @@ def collective_rows(
     caused: dict[int, int] = {}
     last_count: dict[int, int] = {}
     waited: dict[int, int] = {}
-    per_step: dict[int, dict[int, int]] = {}  # step → rank → most wait caused per other rank
-    # (step, rank) → (lateness, collective, the late participant's event)
-    worst: dict[tuple[int, int], tuple[int, str, int]] = {}
-    for i in np.unique(p.instance).tolist():
-        sel = np.nonzero(p.instance == i)[0]
-        if len(np.unique(p.rank[sel])) < 2:
-            continue
+    # (step, rank) → the instance where that rank, last, made each other rank wait longest:
+    # (wait per other rank, lateness, collective, the late participant's event)
+    worst: dict[tuple[int, int], tuple[int, int, str, int]] = {}
+    for sel in _groups(p):
         last = sel[np.lexsort((p.rank[sel], arrive[sel]))[-1]]
+        at_step = _step_of(int(p.rank[last]), int(p.anchor[last]), windows)
+        if step is not None and at_step != step:
+            continue
         waits = arrive[last] - arrive[sel]
         cause = int(waits.sum())
         last_rank = int(p.rank[last])
@@ -122,26 +176,22 @@ def collective_rows(
         last_count[last_rank] = last_count.get(last_rank, 0) + 1
         for j, w in zip(sel.tolist(), waits.tolist(), strict=True):
             waited[int(p.rank[j])] = waited.get(int(p.rank[j]), 0) + int(w)
-        step = _step_of(int(p.rank[last]), int(p.ts[last]), windows)
-        name, group, seq = p.names[i]
-        if step is not None:
+        name, group, seq = p.names[int(p.instance[sel[0]])]
+        if at_step is not None:
             # collectives of one step overlap (DDP's buckets): the same lateness shows at each,
-            # so a step counts its largest, per waiting rank
+            # so a step counts its largest, per waiting rank, not their sum
             each = cause // (len(sel) - 1)
-            per_step.setdefault(step, {})
-            per_step[step][last_rank] = max(per_step[step].get(last_rank, 0), each)
-            others = arrive[sel][sel != last]
-            late = int(arrive[last] - np.median(others))
-            if late > worst.get((step, last_rank), (-1, "", -1))[0]:
-                worst[(step, last_rank)] = (late, f"{name} #{seq}", int(p.event[last]))
+            late = int(arrive[last] - np.median(arrive[sel][sel != last]))
+            if each > worst.get((at_step, last_rank), (-1, 0, "", -1))[0]:
+                worst[(at_step, last_rank)] = (each, late, f"{name} #{seq}", int(p.event[last]))
         latency = int(leave[sel].min() - arrive[last])
-        size = _message_bytes(p.args[last])
+        size = _message_bytes(name, p.args[last])
         instances.append(
             {
                 "collective": name,
                 "process_group": group,
                 "seq": seq,
-                "step": step,
+                "step": at_step,
                 "participants": len(sel),
                 "skew_ns": int(arrive[sel].max() - arrive[sel].min()),
                 "last_rank": last_rank,
@@ -169,10 +219,12 @@ def collective_rows(
         for r in ranks
     ]
     stragglers = []
-    for step, by_rank in sorted(per_step.items()):
-        rank, cause = max(by_rank.items(), key=lambda rc: (rc[1], -rc[0]))
-        late, at, event = worst.get((step, rank), (0, "", -1))
-        stragglers.append({"step": step, "rank": rank, "wait_caused_ns": cause,
+    for number in sorted({s for s, _ in worst}):
+        rank, (each, late, at, event) = max(
+            ((r, v) for (s, r), v in worst.items() if s == number),
+            key=lambda rv: (rv[1][0], -rv[0]),
+        )
+        stragglers.append({"step": number, "rank": rank, "wait_caused_ns": each,
                            "late_ns": late, "collective": at, "event": event})  # fmt: skip
     return instances, per_rank, stragglers
 
@@ -184,14 +236,16 @@ def _step_of(rank: int, ts: int, windows: dict[int, list[StepWindow]]) -> int | 
     return None
 
 
-def _message_bytes(args: str) -> int | None:
-    """The message size the trace records: NCCL's `In msg nelems` × dtype, else the input's
-    dims × type (gloo ranges); None when it records neither."""
+def _message_bytes(name: str, args: str) -> int | None:
+    """The message size the trace records (nccl-tests' S): NCCL's `In msg nelems` × dtype
+    (`Out msg nelems` for gathers, whose output is the whole message), else the input's dims ×
+    type (gloo ranges); None when it records neither."""
     try:
         data: dict[str, Any] = json.loads(args) if args else {}
     except ValueError:
         return None
-    nelems = data.get("In msg nelems")
+    gather = bool(re.search(r"all_?gather", name, re.I))
+    nelems = data.get("Out msg nelems" if gather else "In msg nelems")
     dtype = data.get("dtype")
     if nelems is None:
         dims = data.get("Input Dims")
@@ -199,7 +253,7 @@ def _message_bytes(args: str) -> int | None:
             nelems = int(np.prod(dims[0]))
         types = data.get("Input type")
         dtype = types[0] if isinstance(types, list) and types else dtype
-    size = _DTYPE_BYTES.get(str(dtype)) if dtype is not None else None
+    size = _DTYPE_BYTES.get(str(dtype).removeprefix("c10::")) if dtype is not None else None
     if not isinstance(nelems, int | float) or size is None:
         return None
     return int(nelems) * size

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
@@ -113,7 +114,8 @@ def report_json(report: Report) -> dict[str, Any]:
                 "skew_us": _us(c["skew_ns"]),
                 "wait_caused_us": _us(c["wait_caused_ns"]),
                 "latency_us": _us(c["latency_ns"]),
-            }  # fmt: skip
+                "waits_us": {r: _us(w) for r, w in json.loads(c["waits_ns"]).items()},
+            }
             for c in t["collectives"]
         ],
         "collective_ranks": [

@@ -10,20 +10,23 @@ from dataclasses import dataclass
 import numpy as np
 
 from .activity import GpuActivity
+from .analyses import gpu_idle_causes
 from .cpu import CpuEvents
-from .findings import DATA_LOADING, EVIDENCE_ROWS, Finding, Ids, listing
-from .intervals import exclusive_shares, merged, union_length
+from .findings import DATA_LOADING, EVIDENCE_ROWS, HOST_WAIT_SHARE, Finding, Ids, listing
+from .intervals import exclusive_shares, merged, subtract, union_length
 from .steps import StepWindow
 
 INPUT_BOUND_SHARE = 0.10  # data loading with the GPU idle (CPU-only: at all), of the step time
 STALL_SHARE = 0.10  # time inside steps with no op or runtime call on any thread
 STALL_MIN_NS = 1_000_000  # gaps shorter than this are the loop's own overhead
+COLLECTIVE_RANGES = ("gloo:", "nccl:", "c10d::", "record_param_comms")
 CASTS = ("aten::to", "aten::_to_copy", "aten::type_as")
 MATMULS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm",
            "aten::baddbmm", "aten::conv1d", "aten::conv2d", "aten::convolution")  # fmt: skip
 CAST_PAIRS_PER_STEP = 4  # casts next to a matmul, per step
 SMALL_OP_NS = 50_000
 SMALL_OPS_PER_STEP = 200  # top-level aten ops under 50 µs, per step (the catalog's "hundreds")
+SMALL_OP_GPU_SHARE = 0.5  # on a GPU rank, also launch-bound: see _launch_bound
 OPTIMIZER_SHARE = 0.20  # Optimizer.step ranges, of the step time
 OPTIMIZER_OPS_PER_STEP = 100  # aten ops inside them, per step
 ALLOCATIONS = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "hipMalloc",
@@ -117,24 +120,20 @@ def _input_bound(r: RankEvents) -> list[Finding]:
 
 def _stall(r: RankEvents) -> list[Finding]:
     cpu = r.cpu
-    step = cpu.named(("ProfilerStep#",))
-    busy = ~step & ~cpu.cat_is("python_function") & ~_data_loading(r)
-    lo, hi = merged(cpu.ts[busy], cpu.end[busy])
+    # work that shows the process running: ops and runtime calls, and collectives' ranges; not
+    # the ranges that only enclose phases (ProfilerStep#, forward, ...), python frames or data
+    # loading (input_bound's)
+    phase = cpu.cat_is("user_annotation") & ~cpu.named(COLLECTIVE_RANGES)
+    busy = ~phase & ~cpu.cat_is("python_function") & ~_data_loading(r)
     step_lo, step_hi = r.in_steps()
-    gaps_lo, gaps_hi = [], []
-    for a, b in zip(step_lo.tolist(), step_hi.tolist(), strict=True):
-        inside = (hi > a) & (lo < b)
-        starts = np.concatenate(([a], np.minimum(hi[inside], b)))
-        ends = np.concatenate((np.maximum(lo[inside], a), [b]))
-        keep = ends - starts >= STALL_MIN_NS
-        gaps_lo.append(starts[keep])
-        gaps_hi.append(ends[keep])
-    g_lo, g_hi = np.concatenate(gaps_lo), np.concatenate(gaps_hi)
-    # time in a gap, not loading data (input_bound's), and with no GPU work running through it
-    others = [(cpu.ts[_data_loading(r)], cpu.end[_data_loading(r)])]
-    if r.gpu is not None and r.gpu.n:
+    others = [(cpu.ts[busy], cpu.end[busy]), (cpu.ts[_data_loading(r)], cpu.end[_data_loading(r)])]
+    if r.gpu is not None and r.gpu.n:  # the GPU working through a gap is no stall of the step
         others.append((r.gpu.ts, r.gpu.end))
-    stalled = int(exclusive_shares([(g_lo, g_hi), *others]).get(1, 0))
+    g_lo, g_hi = subtract((step_lo, step_hi), others)
+    keep = g_hi - g_lo >= STALL_MIN_NS
+    g_lo, g_hi = g_lo[keep], g_hi[keep]
+    stalled = int((g_hi - g_lo).sum())
+    no_gpu = " and no GPU work" if r.gpu is not None and r.gpu.n else ""
     total = r.step_time()
     if stalled < STALL_SHARE * total:
         return []
@@ -150,19 +149,27 @@ def _stall(r: RankEvents) -> list[Finding]:
         cause = ", ".join(f"{cpu.name.at(i)} {cpu.dur[i] / 1e3:,.0f} µs" for i in heaviest)
         cause = ("a GC pass (gc.collect) and Python: " if gc else "Python: ") + cause
     else:
-        cause = "nothing the profiler recorded (GC, the GIL or host work)"
-    evidence = _evidence(r, rows, cpu.dur[rows]) if len(rows) else ()
+        cause = (
+            "nothing the profiler recorded (GC, the GIL or host work; with_stack=True "
+            "shows what; evidence: what ran last before the longest gaps)"
+        )
+    if len(rows):
+        evidence = _evidence(r, rows, cpu.dur[rows])
+    else:  # what ran last before the longest gaps
+        before = np.nonzero(busy & np.isin(cpu.end, g_lo))[0]
+        gap_after = (g_hi - g_lo)[np.searchsorted(g_lo, cpu.end[before])]
+        evidence = _evidence(r, before, gap_after)
     return [
         Finding(
             "gc_stall", r.rank, "The process stalls inside steps (GC/GIL)", stalled // r.steps,
             len(g_lo),
-            f"{len(g_lo):,} gaps of at least {STALL_MIN_NS / 1e6:.0f} ms with no op or runtime "
-            f"call on any thread{' or GPU work' if r.gpu is not None and r.gpu.n else ''}: "
+            f"{len(g_lo):,} gaps of at least {STALL_MIN_NS / 1e6:.0f} ms with no op, runtime "
+            f"call or data loading on any thread{no_gpu}: "
             f"{stalled / 1e3:,.0f} µs, {stalled / total:.1%} of the steps' time; in them ran "
             f"{cause}",
             evidence,
-            _op_listing(evidence) if evidence else
-            "-- no python frames recorded: profile with with_stack=True to see what ran",
+            listing("(o:Op:Runtime)", evidence, "o.id AS event, o.name AS name, o.ts AS ts, "
+                    "o.dur AS dur"),
             "find what holds the interpreter: gc.freeze() after setup or gc.disable() with "
             "periodic collection between steps, fewer cyclic objects per step, no Python-heavy "
             "work (logging, metrics) inside the step",
@@ -208,6 +215,8 @@ def _small_op_storm(r: RankEvents) -> list[Finding]:
     if len(rows) < SMALL_OPS_PER_STEP * r.steps:
         return []
     spent = int(cpu.dur[rows].sum())
+    if r.gpu is not None and r.gpu.n and not _launch_bound(r.gpu, spent):
+        return []
     evidence = _evidence(r, rows, cpu.dur[rows])
     return [
         Finding(
@@ -218,6 +227,16 @@ def _small_op_storm(r: RankEvents) -> list[Finding]:
             "fuse them: torch.compile, foreach/fused kernels, fewer Python-level elementwise ops",
         )
     ]  # fmt: skip
+
+
+def _launch_bound(gpu: GpuActivity, spent: int) -> bool:
+    """Whether a GPU rank waits on its launches: the tiny ops' CPU time is at least half the
+    GPU's busy time, or the GPU idles for late launches at least HOST_WAIT_SHARE of its span."""
+    busy = union_length(gpu.ts, gpu.end)
+    span = int(gpu.end.max() - gpu.ts.min())
+    return spent >= SMALL_OP_GPU_SHARE * busy or (
+        gpu_idle_causes(gpu)["host_wait"] >= HOST_WAIT_SHARE * span
+    )
 
 
 def _optimizer_dominance(r: RankEvents) -> list[Finding]:

@@ -73,10 +73,16 @@ class Finding:
 
 
 def rank_findings(
-    gpu: GpuActivity, rows: pa.Table, figures: tuple[Row, Row], steps: int, run_idx: int
+    gpu: GpuActivity,
+    whole: GpuActivity,
+    rows: pa.Table,
+    figures: tuple[Row, Row],
+    steps: int,
+    run_idx: int,
 ) -> list[Finding]:
-    """Every rule on one rank: its GPU activity, archived rows, temporal and overlap rows, and
-    the number of steps its costs are spread over."""
+    """Every rule on one rank: the GPU work reported (one step's, or `whole`, all of it), the
+    archived rows, its temporal and overlap rows, and the number of steps its costs are
+    spread over."""
     temporal, overlap = figures
     span = int(temporal["kernel_time_ns"])
     if span <= 0:
@@ -86,7 +92,7 @@ def rank_findings(
     return [
         *_host_wait(gpu, temporal, span, steps, ids),
         *_exposed_communication(gpu, overlap, span, steps, ids),
-        *_sync_forcing(rows, gpu, span, steps, ids),
+        *_sync_forcing(rows, whole, span, steps, ids),
     ]
 
 
@@ -188,17 +194,7 @@ def _sync_forcing(
     ops = _events(rows, "Op", SYNC_FORCING_OPS)
     if len(calls["ts"]) == 0 or len(ops["ts"]) == 0:
         return []
-    under = np.full(len(calls["ts"]), -1, np.int64)  # the outermost value-reading op
-    for block in range(0, len(calls["ts"]), 1024):
-        c = slice(block, block + 1024)
-        inside = (
-            (ops["tid"][None, :] == calls["tid"][c, None])
-            & (ops["pid"][None, :] == calls["pid"][c, None])
-            & (ops["ts"][None, :] <= calls["ts"][c, None])
-            & (ops["end"][None, :] >= calls["end"][c, None])
-        )
-        span_of = np.where(inside, ops["end"] - ops["ts"], -1)
-        under[c] = np.where(inside.any(axis=1), span_of.argmax(axis=1), -1)
+    under = _enclosing(calls, ops)  # the outermost value-reading op around each call
     hit = np.nonzero(under >= 0)[0]
     if len(hit) < steps:
         return []
@@ -234,6 +230,28 @@ def _sync_forcing(
     ]
 
 
+def _enclosing(calls: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> np.ndarray:
+    """For each call, the outermost op of `ops` on its thread that encloses it (-1: none)."""
+    out = np.full(len(calls["ts"]), -1, np.int64)
+    call_thread = calls["pid"] * (1 << 32) + (calls["tid"] & 0xFFFFFFFF)
+    op_thread = ops["pid"] * (1 << 32) + (ops["tid"] & 0xFFFFFFFF)
+    for thread in np.unique(call_thread):
+        mine = np.nonzero(op_thread == thread)[0]
+        if len(mine) == 0:
+            continue
+        mine = mine[np.lexsort((-ops["end"][mine], ops["ts"][mine]))]
+        ts, end = ops["ts"][mine], ops["end"][mine]
+        reach = np.maximum.accumulate(end)
+        outer = np.concatenate(([True], ts[1:] >= reach[:-1]))  # starts a nest of its own
+        first = mine[outer]  # the outermost op of each nest, in time order
+        nest_end = np.maximum.reduceat(end, np.nonzero(outer)[0])
+        rows = np.nonzero(call_thread == thread)[0]
+        k = np.searchsorted(ops["ts"][first], calls["ts"][rows], side="right") - 1
+        inside = (k >= 0) & (calls["end"][rows] <= nest_end[np.maximum(k, 0)])
+        out[rows[inside]] = first[k[inside]]
+    return out
+
+
 def _drained(gpu: GpuActivity, ends: np.ndarray, loading: Intervals) -> int:
     """GPU idle time after these instants (to the GPU's next start, where it is idle then),
     less the time the CPU spent loading data in it (input_bound's, not the sync's)."""
@@ -241,7 +259,8 @@ def _drained(gpu: GpuActivity, ends: np.ndarray, loading: Intervals) -> int:
     if len(lo) == 0:
         return 0
     k = np.searchsorted(lo, ends, side="right") - 1
-    idle = ~((k >= 0) & (hi[np.maximum(k, 0)] > ends)) & (k + 1 < len(lo))
+    # a call before any GPU work (k = -1) drained nothing: the GPU had not started
+    idle = (k >= 0) & ~(hi[np.maximum(k, 0)] > ends) & (k + 1 < len(lo))
     following = lo[np.minimum(k + 1, len(lo) - 1)]
     shares = exclusive_shares([(ends[idle], following[idle]), loading])
     return int(shares.get(1, 0))

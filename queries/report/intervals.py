@@ -57,3 +57,22 @@ def exclusive_shares(sets: list[Intervals]) -> dict[int, int | float]:
     for m in np.unique(mask[:-1][live]).tolist():
         out[int(m)] = width[live & (mask[:-1] == m)].sum().item()
     return out
+
+
+def subtract(a: Intervals, others: list[Intervals]) -> Intervals:
+    """The parts of ∪a that no interval of `others` covers, as disjoint intervals in order."""
+    lo, hi = merged(*a)
+    if len(lo) == 0 or not others:
+        return lo, hi
+    o_lo, o_hi = merged(np.concatenate([x[0] for x in others]),
+                        np.concatenate([x[1] for x in others]))  # fmt: skip
+    times = np.concatenate((lo, hi, o_lo, o_hi))
+    ones, twos = np.ones(len(lo), np.int64), np.full(len(o_lo), 2, np.int64)
+    delta = np.concatenate((ones, -ones, twos, -twos))  # a: ±1, the others: ±2
+    order = np.lexsort((delta, times))
+    times, level = times[order], np.cumsum(delta[order])
+    keep = (level[:-1] == 1) & (np.diff(times) > 0)  # inside a, outside the others
+    starts, ends = times[:-1][keep], times[1:][keep]
+    if len(starts) == 0:
+        return starts, ends
+    return merged(starts, ends)

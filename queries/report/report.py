@@ -86,17 +86,18 @@ def build_report(
         raise ReportError(
             f"{db}: run '{source.run}' has no rank(s) {unknown} (ranks: {sorted(source.files)})"
         )
-    windows = {} if hta_compatible else step_windows(store, source.run)
+    every_step = {} if hta_compatible else step_windows(store, source.run)
+    windows = every_step
     if step is not None:
-        windows = {r: _the_step(db, source.run, r, windows.get(r, []), step) for r in wanted}
+        windows = {r: _the_step(db, source.run, r, every_step.get(r, []), step) for r in wanted}
     read = hta_activity if hta_compatible else exact_activity
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in TABLES}
     found: list[Finding] = []
     for frame_source in _rank_sources(db, store, source, wanted):
-        gpu = read(frame_source)
+        gpu = whole = read(frame_source)
         mine = windows.get(gpu.rank, [])
-        if step is not None:
-            gpu = gpu.take(rows_in(gpu, mine[0]))
+        if step is not None:  # the step's work; `whole` still says when the GPU was busy
+            gpu = whole.take(rows_in(whole, mine[0]))
         rows["steps"] += step_figures(gpu, mine)
         rows["temporal"].append(analyses.temporal_breakdown(gpu))
         rows["overlap"].append(analyses.comm_comp_overlap(gpu))
@@ -110,16 +111,13 @@ def build_report(
         events = frame_source.rows if step is None else _during(frame_source.rows, mine[0])
         figures = (rows["temporal"][-1], rows["overlap"][-1])
         ids = Ids(source.run_idx, gpu.rank)
-        found += rank_findings(gpu, events, figures, len(mine), source.run_idx)
-        found += cpu_findings(RankEvents(gpu.rank, CpuEvents.of(events), gpu, mine, ids))
+        found += rank_findings(gpu, whole, events, figures, len(mine), source.run_idx)
+        found += cpu_findings(RankEvents(gpu.rank, CpuEvents.of(events), whole, mine, ids))
     bound_by: dict[int, dict[str, object]] = {}
     if not hta_compatible:
         instances, per_rank, stragglers = collectives.collective_rows(
-            collectives.participants(store, source.run), windows
+            collectives.participants(store, source.run), every_step, step
         )
-        if step is not None:
-            instances = [i for i in instances if i["step"] == step]
-            stragglers = [s for s in stragglers if s["step"] == step]
         rows["collectives"], rows["collective_ranks"] = instances, per_rank
         rows["stragglers"] = stragglers
         found += _straggler_findings(stragglers, rows["steps"], source, len(source.files))

@@ -123,3 +123,17 @@ def ingest_skipped(job: Path, tmp_path: Path) -> list[tuple[str, str]]:
         result = ingest([job], tmp_path / f"skip{jobs}.kuzu", IngestOptions(jobs=jobs))
         out += [s for s in result.skipped if s[0] == "meta.json"]
     return out
+
+
+def test_a_failure_stops_the_workers_at_once(tmp_path: Path) -> None:
+    """The second file repeats rank 0: the ingest fails there, and no worker process is left
+    parsing the files after it."""
+    import multiprocessing
+
+    folder = tmp_path / "job"
+    files = write_per_rank(SyntheticConfig(ranks=6, steps=1, layers=8), folder)
+    shutil.copy(files[0], folder / "rank1.trace.json")  # rank 0 again, second in order
+    with pytest.raises(TraceFormatError, match="rank 0 is also in"):
+        ingest([folder], tmp_path / "x.kuzu", IngestOptions(jobs=2))
+    assert multiprocessing.active_children() == []
+    assert not (tmp_path / "x.kuzu").exists()

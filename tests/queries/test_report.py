@@ -14,7 +14,12 @@ import pytest
 
 import tracegraph
 from tracegraph.explorer.cli import main
-from tracegraph.queries.report.intervals import exclusive_shares, merged, union_length
+from tracegraph.queries.report.intervals import (
+    exclusive_shares,
+    merged,
+    subtract,
+    union_length,
+)
 
 from ..conftest import TRACES, needs_traces
 from . import report_oracle
@@ -265,6 +270,9 @@ def test_interval_sweeps_equal_a_brute_force_count() -> None:
         assert exclusive_shares(sets) == want
         ts, end = sets[0]
         assert union_length(ts, end) == int(grid[0].sum())
+        lo, hi = subtract(sets[0], sets[1:])
+        alone = grid[0] & ~grid[1] & ~grid[2]
+        assert int((hi - lo).sum()) == int(alone.sum())
         lo, hi = merged(ts, end)
         assert (lo[1:] > hi[:-1]).all()  # disjoint, not touching
 

@@ -108,8 +108,11 @@ def rank_inputs(nodes: RunNodes, work_dir: Path) -> list[RankInput]:
     sharing = Counter(nodes.files.values())
     inputs: list[RankInput] = []
     split_done: dict[str, dict[int, RankInput]] = {}
+    local: dict[str, Path] = {}  # each source's bytes, written out once
     for rank, source in sorted(nodes.files.items()):
-        path = _trace_bytes(nodes, rank, source, work_dir)
+        if source not in local:
+            local[source] = _trace_bytes(nodes, rank, source, work_dir)
+        path = local[source]
         if sharing[source] == 1:
             inputs.append(RankInput(rank, source, _hta_readable(path, rank, work_dir), None))
             continue
