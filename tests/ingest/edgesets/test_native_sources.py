@@ -47,6 +47,8 @@ def test_no_command_after_ingest_needs_the_traces(tmp_path: Path, capsys) -> Non
         ["whatif", str(db), "native", "--scale", "kernel=0.5"],
         ["info", str(db)],
         ["query", str(db), "--canned", "step-times", "--param", "run=traces"],
+        ["report", str(db)],
+        ["report", str(db), "--hta-compatible", "--format", "json"],
     ]
     for argv in commands:
         capsys.readouterr()
