@@ -57,7 +57,7 @@ class ArchiveWriter:
 
     def add(self, rank: int, rows: pa.Table) -> None:
         with self._errors():
-            pq.write_table(rows, self.partial / f"rank-{rank}.parquet", compression="zstd")
+            write_rank(self.partial, rank, rows)
 
     def add_source(self, path: Path) -> None:
         """Copy a trace file the run is read from (on the writer's thread; `finish` waits)."""
@@ -110,6 +110,11 @@ def run_archive(db: Path, store: GraphStore, run_idx: int) -> Path | None:
     at = dict(_runs(store)).get(run_idx)
     folder = run_folder(db, run_idx, at) if at is not None else None
     return folder if folder is not None and folder.is_dir() else None
+
+
+def write_rank(folder: Path, rank: int, rows: pa.Table) -> None:
+    """A rank's source rows into an archive folder (the writer's, or a worker's share of it)."""
+    pq.write_table(rows, folder / f"rank-{rank}.parquet", compression="zstd")
 
 
 def read_rank(folder: Path, rank: int) -> pa.Table | None:

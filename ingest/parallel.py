@@ -1,8 +1,11 @@
 """An ingest's per-file work on a pool of worker processes (`ingest --jobs N`).
 
-Each worker parses one trace file and prepares its ranks (`prepare.prepare_rank`: node and
-edge tables, steps, archive rows); the main process takes the results in file order and loads
+Each worker parses one trace file, prepares its ranks (`prepare.prepare_rank`: node and edge
+tables, steps), writes their archive rows into the run's partial archive folder itself and
+sends the tables back as Arrow IPC bytes; the main process takes them in file order and loads
 them in its one transaction, so the database and its errors are the same as with one process.
+(Pickled as they were, the tables cost more to send than to compute: a sliced table pickles
+its whole parent, and the archive rows are a third of a rank.)
 `jobs` files are in flight at once, so memory holds about twice that many files' ranks (those
 being prepared, those prepared and waiting), not the job's. A large file (over the
 block-reading size, `read.STREAM_BYTES`) that turns out to hold several ranks is handed back
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import ctypes
 import multiprocessing
+import pickle
 import signal
 import sys
 from collections import deque
@@ -26,9 +30,12 @@ from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
+from .archive import write_rank
 from .errors import IngestError, TraceFormatError
 from .parse import ParseOptions
 from .prepare import PreparedRank, prepare_rank
@@ -44,27 +51,40 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class FileOutcome:
-    """A file's prepared ranks; or why it was passed over (a folder's JSON that is no trace);
-    or `too_many` when it is a large file of several ranks, for the main process to read."""
+    """A file's prepared ranks (packed: see `_pack`); or why it was passed over (a folder's
+    JSON that is no trace); or `too_many` when it is a large file of several ranks, for the
+    main process to read."""
 
-    ranks: list[PreparedRank]
+    ranks: list[bytes]
     not_a_trace: str | None = None
     too_many: bool = False
 
 
 def prepare_file(
-    path: Path, in_folder: bool, options: ParseOptions, run: str, run_idx: int
+    path: Path,
+    in_folder: bool,
+    options: ParseOptions,
+    run: str,
+    run_idx: int,
+    archive_dir: Path | None = None,
 ) -> FileOutcome:
-    """Parse one file and prepare each of its ranks (in a worker)."""
+    """Parse one file and prepare each of its ranks (in a worker); with `archive_dir`, write
+    each rank's archive rows there rather than send them back."""
     limit = STREAM_BYTES if options.stream_bytes is None else options.stream_bytes
     traces = rank_traces(path, options)
-    ranks: list[PreparedRank] = []
+    ranks: list[bytes] = []
     try:
         for trace in traces:
             if ranks and _json_size(path) > limit:
                 return FileOutcome([], too_many=True)
-            ranks.append(prepare_rank(trace, run, run_idx))
+            prepared = prepare_rank(trace, run, run_idx)
             del trace
+            if archive_dir is not None:
+                write_rank(archive_dir, prepared.rank, prepared.archive_rows)
+                empty = prepared.archive_rows.slice(0, 0)
+                prepared = replace(prepared, archive_rows=empty, archived=True)
+            ranks.append(_pack(prepared))
+            del prepared
     except TraceFormatError:
         why = not_a_trace(path) if in_folder and not ranks else None
         if why is None:
@@ -73,6 +93,45 @@ def prepare_file(
     finally:
         traces.close()
     return FileOutcome(ranks)
+
+
+def _pack(prepared: PreparedRank) -> bytes:
+    """The rank as bytes: its tables as Arrow IPC streams (which hold only a sliced table's
+    own rows; pickling a slice sends its whole parent), the rest pickled around them."""
+    tables: dict[str, bytes] = {}
+
+    def ipc(key: str, table: pa.Table) -> str:
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as stream:
+            stream.write_table(table)
+        tables[key] = sink.getvalue().to_pybytes()
+        return key
+
+    shell = replace(
+        prepared,
+        node_tables={k: ipc(f"node:{k}", t) for k, t in prepared.node_tables.items()},  # type: ignore[misc]
+        edge_tables={k: ipc(f"edge:{k}", t) for k, t in prepared.edge_tables.items()},  # type: ignore[misc]
+        participants=ipc("participants", prepared.participants),  # type: ignore[arg-type]
+        steps=ipc("steps", prepared.steps),  # type: ignore[arg-type]
+        archive_rows=ipc("archive", prepared.archive_rows),  # type: ignore[arg-type]
+    )
+    return pickle.dumps((shell, tables), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _unpack(packed: bytes) -> PreparedRank:
+    shell, tables = pickle.loads(packed)
+
+    def table(key: str) -> pa.Table:
+        return pa.ipc.open_stream(pa.py_buffer(tables[key])).read_all()
+
+    return replace(
+        shell,
+        node_tables={k: table(v) for k, v in shell.node_tables.items()},
+        edge_tables={k: table(v) for k, v in shell.edge_tables.items()},
+        participants=table(shell.participants),
+        steps=table(shell.steps),
+        archive_rows=table(shell.archive_rows),
+    )
 
 
 def _json_size(path: Path) -> int:
@@ -91,8 +150,10 @@ def prepare_in_parallel(
     jobs: int,
     seen: _Files,
     report: Progress,
+    archive_dir: Path | None = None,
 ) -> Generator[PreparedRank, None, None]:
-    """The prepared ranks of every file, in file order (see the module docstring)."""
+    """The prepared ranks of every file, in file order (see the module docstring); workers
+    write each rank's archive rows into `archive_dir` themselves."""
     context = multiprocessing.get_context("spawn")
     with _main_hidden():
         pool = ProcessPoolExecutor(
@@ -133,7 +194,7 @@ def prepare_in_parallel(
             ranks = outcome.ranks
             del outcome
             while ranks:
-                prepared = ranks.pop(0)
+                prepared = _unpack(ranks.pop(0))
                 seen.rank(source, prepared.rank)
                 yield prepared
                 del prepared

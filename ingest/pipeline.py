@@ -145,7 +145,7 @@ def ingest(
             jobs = _jobs(options.jobs, found)
             if jobs > 1:
                 prepared = prepare_in_parallel(
-                    found, parse_options, run, run_idx, jobs, seen, report
+                    found, parse_options, run, run_idx, jobs, seen, report, writer.partial
                 )
             else:
                 traces = _rank_traces(found, parse_options, report, seen)
@@ -212,7 +212,8 @@ def _archived(
     ranks: Iterable[PreparedRank], writer: archive.ArchiveWriter
 ) -> Iterator[PreparedRank]:
     for prepared in ranks:
-        writer.add(prepared.rank, prepared.archive_rows)
+        if not prepared.archived:
+            writer.add(prepared.rank, prepared.archive_rows)
         yield replace(prepared, archive_rows=prepared.archive_rows.slice(0, 0))
         del prepared  # the consumer frees each rank as it goes: hold none here
 

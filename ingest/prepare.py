@@ -42,6 +42,7 @@ class PreparedRank:
     summary: RankSummary
     rank_row: dict[str, object]
     archive_rows: pa.Table  # the native builder's source rows (`frame.FrameSource`)
+    archived: bool = False  # archive_rows are already in the run's archive (a worker wrote them)
 
 
 def prepare_rank(trace: RankTrace, run: str, run_idx: int) -> PreparedRank:
