@@ -25,6 +25,7 @@ TITLES = {
     "idle": "idle time by stream (HTA's causes: host_wait = launched late, kernel_wait < 30 µs)",
     "launches": "kernel launches: launching call and launch delay",
     "queues": "launch queue by stream: kernels launched and not yet finished (time-weighted mean)",
+    "memory": "memory copies and sets by kind: bytes and bandwidth where the trace records sizes",
     "collectives": "collectives: arrival skew, the last rank, the wait it caused, latency, size",
     "collective_ranks": "collectives by rank: how often last, wait caused and suffered, clock",
     "stragglers": "per step: the rank whose late arrivals caused the most wait",
@@ -37,6 +38,7 @@ EMPTY = {
     "collective_ranks": "no collective matched across ranks",
     "stragglers": "no collective matched across ranks",
     "queues": "no kernel with a known launch",
+    "memory": "no memory copies",
 }
 
 

@@ -128,5 +128,9 @@ def report_json(report: Report) -> dict[str, Any]:
             }  # fmt: skip
             for c in t["collective_ranks"]
         ],
+        "memory": [
+            {**{k: v for k, v in m.items() if k != "total_ns"}, "total_us": _us(m["total_ns"])}
+            for m in t["memory"]
+        ],
         "findings": [f.to_json() for f in report.findings],
     }

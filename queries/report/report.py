@@ -30,6 +30,8 @@ from .contract import report_json
 from .cpu import CpuEvents
 from .cpu_findings import RankEvents, cpu_findings
 from .findings import Finding, Ids, rank_findings
+from .memory import SCHEMA as MEMORY_SCHEMA
+from .memory import memory_rows
 from .steps import StepWindow, rows_in, step_figures, step_windows
 
 DEFAULT_TOP = 10
@@ -118,6 +120,7 @@ def build_report(
         instances, per_rank, stragglers = collectives.collective_rows(
             collectives.participants(store, source.run), every_step, step
         )
+        rows["memory"] = memory_rows(store, source.run, wanted)
         rows["collectives"], rows["collective_ranks"] = instances, per_rank
         rows["stragglers"] = stragglers
         found += _straggler_findings(stragglers, rows["steps"], source, len(source.files))
@@ -245,5 +248,6 @@ TABLES = {
     "queues": pa.schema(
         [("rank", _I), ("stream", _I), ("launches", _I), ("max", _I), ("mean", _F)]
     ),
+    "memory": MEMORY_SCHEMA,
     **collectives.SCHEMAS,
 }  # fmt: skip

@@ -395,3 +395,28 @@ def test_every_injected_fault_is_found_on_its_rank_and_a_clean_job_has_none(
         found = {(f.kind, f.rank) for f in g.report(kind).findings}
         assert (kind, 1) in found, (kind, found)
         assert (kind, 0) not in found or kind == "schedule_distortion", (kind, found)
+
+
+@needs_traces
+@pytest.mark.parametrize("run", ["ns_resolution", "mi300", "trace_filter"])
+def test_memory_copies_by_kind_are_the_raw_jsons(graph, run: str) -> None:
+    """Count, time and bytes of each kind of copy equal a sum over the raw JSON's events."""
+    import gzip
+    from decimal import Decimal
+
+    report = graph.report(run)
+    files = sorted(p for p in (TRACES / SETS[run]).iterdir() if p.name.endswith(".gz"))
+    for rank, path in zip(report.ranks, files, strict=True):
+        events = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)["traceEvents"]
+        want: dict[str, list[int]] = {}
+        for e in events:
+            if e.get("ph") == "X" and e.get("cat") in ("gpu_memcpy", "gpu_memset"):
+                name = e["name"]
+                kind = "Memset" if name.startswith("Memset") else name[:11]
+                entry = want.setdefault(kind, [0, 0, 0])
+                entry[0] += 1
+                entry[1] += int(Decimal(e["dur"]) * 1000)
+                entry[2] += int(e.get("args", {}).get("bytes", 0))
+        got = {r["kind"]: [r["count"], r["total_ns"], r["bytes"] or 0]
+               for r in report.memory.to_pylist() if r["rank"] == rank}  # fmt: skip
+        assert got == want and got, (run, rank)
