@@ -141,6 +141,13 @@ class GraphStore:
         for statement in schema.ddl():
             self._conn.execute(statement)
 
+    def recreate_rel_table(self, label: str) -> None:
+        """Drop relationship table `label` and create it empty (in the open write): far cheaper
+        than deleting most of its rows, which Kuzu 0.11.3 does at ~7 µs a row."""
+        statement = next(s for s in schema.ddl() if f"REL TABLE IF NOT EXISTS {label}(" in s)
+        self._conn.execute(f"DROP TABLE {label}")
+        self._conn.execute(statement)
+
     def interrupt(self) -> None:
         self._conn.interrupt()
 

@@ -144,26 +144,58 @@ def refuse_empty(
     )
 
 
-def replace_edge_set(
-    store: GraphStore, run_idx: int, row: dict[str, object], edges: pa.Table
-) -> int:
-    """In an open write: drop the run's old rows and node of this edge set, load the new ones."""
+def remove_edge_sets(store: GraphStore, run: str, run_idx: int, names: list[str]) -> None:
+    """In an open write: drop the run's DEP rows and EdgeSet nodes of these edge sets.
+
+    Kuzu deletes relationships at ~7 µs each (2.56 M: 18 s); reading rows out and copying them
+    back into a fresh table costs ~11 µs each. So where the rows to keep are fewer than
+    REBUILD_BELOW times those to drop, the DEP table is rebuilt instead (2.56 M dropped: with
+    12 k kept 0.8 s, with 1.27 M kept 15 s)."""
     lo, hi = schema.key_range(run_idx)
     # Labels named: unlabeled, `a.id` would also be EdgeSet's STRING id. Validated integers
     # inlined: Kuzu types an integer parameter by its value (0 is INT8).
-    sources = ":".join(schema.EVENT_LABELS)
-    store.run(
-        f"MATCH (a:{sources})-[d:DEP]->() WHERE d.edge_set = $name "
-        f"AND a.id >= {lo} AND a.id < {hi} DELETE d RETURN count(*) AS deleted",
-        {"name": row["name"]},
+    mine = f"d.edge_set IN $names AND a.id >= {lo} AND a.id < {hi}"
+    params: dict[str, object] = {"names": names}
+    total = _count(store, "MATCH ()-[d:DEP]->() RETURN count(*) AS n", {})
+    dropped = _count(store, f"MATCH (a:{_EVENTS})-[d:DEP]->() WHERE {mine} "
+                     "RETURN count(*) AS n", params)  # fmt: skip
+    if dropped and total - dropped < REBUILD_BELOW * dropped:
+        kept = [
+            (src, dst, store.run(
+                f"MATCH (a:{src})-[d:DEP]->(b:{dst}) WHERE NOT ({mine}) "
+                f"RETURN a.id AS from_id, b.id AS to_id, {_DEP_COLUMNS}", params).table)
+            for src, dst in schema.DEP.pairs
+        ]  # fmt: skip
+        store.recreate_rel_table("DEP")
+        for src, dst, rows in kept:
+            if rows.num_rows:
+                store.copy("DEP", schema.conform(rows, schema.DEP), pair=(src, dst))
+    elif dropped:
+        store.run(f"MATCH (a:{_EVENTS})-[d:DEP]->() WHERE {mine} DELETE d "
+                  "RETURN count(*) AS deleted", params)  # fmt: skip
+    runs = (
+        store.run("MATCH (r:Run) WHERE r.run_idx = $idx RETURN r.name AS name", {"idx": run_idx})
+        .table["name"]
+        .to_pylist()
     )
-    store.run(
-        "MATCH (e:EdgeSet) WHERE e.id = $id DELETE e RETURN count(*) AS deleted",
-        {"id": row["id"]},
-    )
-    loaded = store.copy_edges("DEP", edges)
-    store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
-    return loaded
+    for name in names:
+        for run in runs:
+            store.run(
+                "MATCH (e:EdgeSet) WHERE e.id = $id DELETE e RETURN count(*) AS deleted",
+                {"id": f"{run}/{name}"},
+            )
+
+
+REBUILD_BELOW = 0.6  # kept rows per dropped row below which rebuilding DEP is cheaper
+_EVENTS = ":".join(schema.EVENT_LABELS)
+_DEP_COLUMNS = ", ".join(
+    f"d.{c.name} AS {c.name}" for c in schema.arrow_schema(schema.DEP) if c.name not in
+    ("from_id", "to_id")
+)  # fmt: skip
+
+
+def _count(store: GraphStore, cypher: str, params: dict[str, object]) -> int:
+    return int(store.run(cypher, params).table["n"][0].as_py() or 0)
 
 
 @dataclass(frozen=True)
@@ -220,8 +252,10 @@ def write_edge_sets(
             raise EdgeSetError(
                 f"{db}: run '{source.run}' changed while its edges were built; try again"
             )
+        remove_edge_sets(store, source.run, source.run_idx, [str(r["name"]) for r, _ in sets])
         for row, edges in sets:
-            loaded += replace_edge_set(store, source.run_idx, row, edges)
+            loaded += store.copy_edges("DEP", edges)
+            store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
         if inferred_syncs is not None:
             # Validated integers inlined: Kuzu types an integer parameter by its value.
             store.run(
