@@ -189,6 +189,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--canned", metavar="NAME", help="a canned query (see `tracegraph queries`)")
     p.add_argument("--param", action="append", default=[], metavar="K=V", help="query parameter")
     options.output_format(p)
+    options.width(p)
     p.add_argument("--timeout-s", type=float, default=60.0, help="query timeout (0: none)")
     p.add_argument(
         "--allow-files",
@@ -311,6 +312,7 @@ def _parser() -> argparse.ArgumentParser:
         help="instead: this run against OTHER_RUN (steps, ops and kernels side by side)",
     )
     options.output_format(p, ("table", "json", "csv"))
+    options.width(p)
     p.add_argument(
         "--table",
         choices=("findings", *REPORT_TABLES, "kernels", "ops"),
@@ -468,7 +470,7 @@ def _query(args: argparse.Namespace) -> int:
         if args.canned:
             check_run(store, params)
         result = run_cancellable(store, cypher, params, args.timeout_s)
-    output.write(sys.stdout, result.table, args.format)
+    output.write(sys.stdout, result.table, args.format, max_width=options.max_width(args))
     print(f"{result.table.num_rows} row(s) in {result.elapsed_s * 1000:.0f} ms", file=sys.stderr)
     return 0
 
@@ -877,13 +879,13 @@ def _report(args: argparse.Namespace) -> int:
     )
     if args.table is not None and args.format != "csv":
         raise TracegraphError("--table: only with --format csv (table and json show them all)")
-    write_report(sys.stdout, report, args.db, args.format, args.table)
+    write_report(sys.stdout, report, args.db, args.format, args.table, options.max_width(args))
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
     comparison = tracegraph.open(args.db).compare(args.compare, run=args.run)
-    write_comparison(sys.stdout, comparison, args.format, args.table)
+    write_comparison(sys.stdout, comparison, args.format, args.table, options.max_width(args))
     return 0
 
 

@@ -22,3 +22,26 @@ def run(p: argparse.ArgumentParser, needed_when: str) -> None:
 def output_format(p: argparse.ArgumentParser, choices: tuple[str, ...] = output.FORMATS) -> None:
     """--format, one of `choices` (default table)."""
     p.add_argument("--format", choices=choices, default="table", help="output format")
+
+
+def width(p: argparse.ArgumentParser) -> None:
+    """--width N and --full-names: how wide a table cell may be before names are shortened."""
+    p.add_argument(
+        "--width",
+        type=_cell_width,
+        default=output.DEFAULT_WIDTH,
+        metavar="N",
+        help=f"table cells up to N characters; longer names are shortened by their structure "
+        f"(default {output.DEFAULT_WIDTH})",
+    )
+    p.add_argument("--full-names", action="store_true", help="never shorten a name")
+
+
+def max_width(args: argparse.Namespace) -> int:
+    return output.FULL if args.full_names else int(args.width)
+
+
+def _cell_width(text: str) -> int:
+    if not text.isdigit() or int(text) < 8:
+        raise argparse.ArgumentTypeError(f"{text!r}: a width of at least 8 characters")
+    return int(text)

@@ -10,6 +10,8 @@ from typing import TextIO
 import pyarrow as pa
 import pyarrow.csv as pacsv
 
+from .names import shorten_all
+
 FORMATS = ("table", "csv", "json")
 
 
@@ -23,8 +25,12 @@ def _cell(value: object) -> str:
     return str(value)
 
 
-def render(table: pa.Table, fmt: str = "table", max_width: int = 60) -> str:
-    """The table in the given format; table format truncates wide cells to max_width."""
+DEFAULT_WIDTH = 60
+FULL = 1 << 30  # --full-names: no cell is shortened
+
+
+def render(table: pa.Table, fmt: str = "table", max_width: int = DEFAULT_WIDTH) -> str:
+    """The table in the given format; table format shortens cells wider than max_width."""
     if fmt == "csv":
         buffer = io.BytesIO()
         pacsv.write_csv(_plain(table), buffer)
@@ -34,14 +40,20 @@ def render(table: pa.Table, fmt: str = "table", max_width: int = 60) -> str:
     return _aligned(table, max_width)
 
 
-def write(out: TextIO, table: pa.Table, fmt: str = "table", batch_rows: int = 65_536) -> None:
+def write(
+    out: TextIO,
+    table: pa.Table,
+    fmt: str = "table",
+    batch_rows: int = 65_536,
+    max_width: int = DEFAULT_WIDTH,
+) -> None:
     """Write the table to `out` batch by batch, so the text (and the Python rows) of a large
     result never exist whole in memory; the aligned table takes a first pass for the widths."""
     if table.num_rows <= batch_rows:
-        out.write(render(table, fmt))
+        out.write(render(table, fmt, max_width))
         return
     if fmt == "table":
-        _write_aligned(out, table, 60, batch_rows)
+        _write_aligned(out, table, max_width, batch_rows)
         return
     for i, batch in enumerate(table.to_batches(max_chunksize=batch_rows)):
         part = pa.Table.from_batches([batch], schema=table.schema)
@@ -93,8 +105,11 @@ def _write_aligned(out: TextIO, table: pa.Table, max_width: int, batch_rows: int
 
 
 def _cells(table: pa.Table, max_width: int) -> list[list[str]]:
-    rows = [[_cell(v) for v in row.values()] for row in table.to_pylist()]
-    return [[c if len(c) <= max_width else c[: max_width - 1] + "…" for c in r] for r in rows]
+    """The cells as text, each column's wide names shortened by their structure (names.py)."""
+    columns = [
+        shorten_all([_cell(v) for v in column.to_pylist()], max_width) for column in table.columns
+    ]
+    return [list(row) for row in zip(*columns, strict=True)] if columns else []
 
 
 def _widths(names: list[str], rows: list[list[str]]) -> list[int]:

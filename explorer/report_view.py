@@ -64,7 +64,14 @@ def findings_table(report: Report) -> pa.Table:
     return pa.Table.from_pylist(rows) if rows else pa.table({n: pa.array([]) for n in names})
 
 
-def write_report(out: TextIO, report: Report, db: Path, fmt: str, table: str | None = None) -> None:
+def write_report(
+    out: TextIO,
+    report: Report,
+    db: Path,
+    fmt: str,
+    table: str | None = None,
+    width: int = 70,
+) -> None:
     """The report in `fmt`: "table" (findings, then every table), "json" (the contract), or
     "csv" (the one `table` named, "findings" or one of the report's tables, times in ns)."""
     if fmt == "json":
@@ -91,7 +98,7 @@ def write_report(out: TextIO, report: Report, db: Path, fmt: str, table: str | N
             continue
         hidden = [c for c in table.column_names if c in ("names", "waits_ns")]
         shown = _in_us(table.drop_columns(hidden))
-        text = output.render(shown, max_width=70)
+        text = output.render(shown, max_width=width)
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
 
 
@@ -124,7 +131,9 @@ def _in_us(table: pa.Table) -> pa.Table:
     return pa.table(columns, names=names)
 
 
-def write_comparison(out: TextIO, comparison: RunComparison, fmt: str, table: str | None) -> None:
+def write_comparison(
+    out: TextIO, comparison: RunComparison, fmt: str, table: str | None, width: int = 70
+) -> None:
     """`report --compare`: steps, kernels and ops of run A and run B side by side."""
     if fmt == "json":
         out.write(json.dumps(comparison.to_json(), indent=1, default=str) + "\n")
@@ -144,5 +153,5 @@ def write_comparison(out: TextIO, comparison: RunComparison, fmt: str, table: st
     }
     for name, shown in tables.items():
         out.write(f"\n{titles[name]}:\n")
-        text = output.render(shown, max_width=70) if shown.num_rows else "none\n"
+        text = output.render(shown, max_width=width) if shown.num_rows else "none\n"
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
