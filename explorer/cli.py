@@ -320,8 +320,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=_report)
 
-    p = sub.add_parser("explore", help="the TUI: overview, steps, inspector, diff, console")
+    p = sub.add_parser("explore", help="the TUI: overview, steps, inspector, diff, console, report")
     options.database(p)
+    p.add_argument(
+        "--keymap",
+        type=Path,
+        metavar="FILE",
+        help='your keys, JSON or TOML: {"console.run": "ctrl+j"} (ids: docs/tui.md)',
+    )
     p.set_defaults(handler=_explore)
 
     p = sub.add_parser("queries", help="list canned queries with their parameters")
@@ -948,6 +954,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _explore(args: argparse.Namespace) -> int:
     from .app import run_app  # textual loads only for the TUI
+    from .keymap import load_keymap
 
     db = args.db
     # refused before the app starts (one line, exit 2): no such path, a directory, an empty or
@@ -956,7 +963,9 @@ def _explore(args: argparse.Namespace) -> int:
     problem = file_problem(db)
     if problem is not None:
         raise UsageError(problem)
-    return run_app(db)
+    if args.keymap is not None:
+        load_keymap(args.keymap)  # a bad file is one line, before the app starts
+    return run_app(db, keymap_file=args.keymap)
 
 
 def _open(db: Path, timeout_ms: int = 60_000) -> AbstractContextManager[GraphStore]:

@@ -8,10 +8,13 @@ palette offers each entry as "namespace: verb". Users override keys by binding i
 from __future__ import annotations
 
 import json
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from textual.binding import Binding, BindingType
+
+from tracegraph.ingest.errors import TracegraphError
 
 
 @dataclass(frozen=True)
@@ -146,15 +149,27 @@ def bindings(scope: str) -> list[BindingType]:
 
 
 def load_keymap(path: Path) -> dict[str, str]:
-    """User overrides {binding id: keys} from a JSON file; unknown ids are errors."""
-    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    """User overrides {binding id: keys} from a JSON or TOML file (`"console.run" = "ctrl+j"`);
+    an unreadable file or an unknown id is a one-line error naming the file."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        if Path(path).suffix == ".toml":
+            data: object = tomllib.loads(text)
+        else:
+            data = json.loads(text)
+    except (OSError, ValueError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        raise KeymapError(f"{path}: cannot read the keymap ({exc})") from exc
     if not isinstance(data, dict):
-        raise ValueError(f"{path}: a keymap is a JSON object of binding id → keys")
+        raise KeymapError(f"{path}: a keymap is an object of binding id → keys")
     known = {binding_id(scope, s) for scope, specs in KEYMAP.items() for s in specs}
     unknown = sorted(set(data) - known)
     if unknown:
-        raise ValueError(f"{path}: unknown binding ids {unknown}; known: {sorted(known)}")
+        raise KeymapError(f"{path}: unknown binding ids {unknown}; known: {sorted(known)}")
     return {str(k): str(v) for k, v in data.items()}
+
+
+class KeymapError(TracegraphError, ValueError):
+    """A keymap file that cannot be used."""
 
 
 def key_label(key: str) -> str:

@@ -128,3 +128,32 @@ def test_keymap_ids_are_unique_and_documented(tmp_path: Path) -> None:
     else:
         raise AssertionError("unknown binding id accepted")
     assert keymap.key_label("ctrl+up,alt+up") == "Ctrl+↑ / Alt+↑"
+
+
+@pilot_test
+async def test_a_toml_keymap_rebinds_keys(synthetic_db: Path, tmp_path: Path) -> None:
+    """`explore --keymap keys.toml`: the console opens with F7 instead of 5."""
+    keys = tmp_path / "keys.toml"
+    keys.write_text('"app.console" = "f7"\n')
+    app = make_app(synthetic_db, keys=keymap.load_keymap(keys))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("f7")
+        await settle(pilot)
+        assert type(app.screen).__name__ == "ConsoleScreen"
+
+
+def test_a_keymap_file_that_cannot_be_used_is_one_line(tmp_path: Path, capsys) -> None:
+    from tracegraph.explorer.cli import main
+
+    db = tmp_path / "x.kuzu"
+    bad = tmp_path / "keys.toml"
+    bad.write_text("this is = not toml =")
+    from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
+
+    write_per_rank(SyntheticConfig(ranks=1, steps=1, layers=1), tmp_path / "t")
+    assert main(["ingest", str(tmp_path / "t"), "--db", str(db)]) == 0
+    capsys.readouterr()
+    assert main(["explore", str(db), "--keymap", str(bad)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"tracegraph: error: {bad}: cannot read the keymap") and "\n" not in err
