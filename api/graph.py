@@ -8,6 +8,7 @@ database read-only for the call, so several processes may read while none writes
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -33,6 +34,7 @@ from .queries.crossrank import StepVerdict, step_verdicts
 from .queries.dependencies import dependency_edges
 from .queries.diff import EdgeSetDiff, diff_edge_sets
 from .queries.guard import check_read_only
+from .queries.perfetto import write_chrome_trace
 from .queries.report import Report, build_report
 from .queries.report.compare import RunComparison, compare_runs
 from .queries.report.report import DEFAULT_TOP
@@ -303,6 +305,42 @@ class Graph:
         order, and the `rows` ops and kernels whose time per rank and step changed most."""
         with self.reading() as store:
             return compare_runs(store, run, other, rows)
+
+    def export_perfetto(
+        self,
+        out: str | Path,
+        *,
+        run: str | None = None,
+        rank: int | None = None,
+        edge_set: str | None = None,
+        findings: bool = True,
+    ) -> dict[str, int]:
+        """Write the run (or one `rank`) as Chrome trace JSON to `out` (for ui.perfetto.dev):
+        its events, `edge_set`'s critical path as flow arrows, the report's findings as
+        instant events. Written whole or not at all; the counts of what was written."""
+        target = Path(out)
+        with self.reading() as store:
+            name, run_idx = resolve_run(store, run)
+            if edge_set is not None and edge_set not in edge_set_names(store, name):
+                known = ", ".join(edge_set_names(store, name)) or "none"
+                raise TracegraphError(
+                    f"{self.path}: run '{name}' has no edge set '{edge_set}' (it has: {known})"
+                )
+            ranks = None if rank is None else [rank]
+            shown = build_report(self.path, store, name, ranks=ranks).findings if findings else ()
+            partial = target.with_name(f".{target.name}.partial")
+            try:
+                with open(partial, "w", encoding="utf-8") as f:
+                    counts = write_chrome_trace(f, store, name, run_idx, rank=rank,
+                                                edge_set=edge_set, findings=shown)  # fmt: skip
+                os.replace(partial, target)
+            except OSError as exc:
+                partial.unlink(missing_ok=True)
+                raise TracegraphError(f"{target}: cannot write the trace ({exc})") from exc
+            except BaseException:
+                partial.unlink(missing_ok=True)
+                raise
+        return counts
 
     def stragglers(self, run: str, edge_set: str = NATIVE) -> list[StepVerdict]:
         """Per step of `run`, what bounds it across ranks (from the edge set's cross-rank

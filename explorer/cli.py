@@ -320,6 +320,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=_report)
 
+    p = sub.add_parser("export", help="the run as Chrome trace JSON for ui.perfetto.dev")
+    options.database(p)
+    p.add_argument("--perfetto", type=Path, required=True, metavar="OUT.json")
+    options.run(p, "the database holds several")
+    p.add_argument("--rank", type=int, help="only this rank (default: every rank)")
+    p.add_argument("--edge-set", metavar="NAME", help="overlay this edge set's critical path")
+    p.add_argument("--no-findings", action="store_true", help="leave the findings out")
+    p.set_defaults(handler=_export)
+
     p = sub.add_parser("explore", help="the TUI: overview, steps, inspector, diff, console, report")
     options.database(p)
     p.add_argument(
@@ -949,6 +958,21 @@ def _demo(args: argparse.Namespace) -> int:
     print("the job's critical path per step, across ranks (edge set 'native'):")
     for path in native.cross_rank:
         print(describe(StepVerdict.of(path_summary(path))))
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    counts = tracegraph.open(args.db).export_perfetto(
+        args.perfetto,
+        run=args.run,
+        rank=args.rank,
+        edge_set=args.edge_set,
+        findings=not args.no_findings,
+    )
+    print(
+        f"wrote {args.perfetto}: {counts['events']:,} events, {counts['flows']:,} critical-path "
+        f"edges, {counts['findings']} findings (open it in ui.perfetto.dev)"
+    )
     return 0
 
 

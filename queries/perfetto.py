@@ -1,0 +1,137 @@
+"""A run as Chrome trace JSON, for ui.perfetto.dev or chrome://tracing: its events (one rank or
+all), an edge set's critical path overlaid as flow arrows with its events marked, and the
+report's findings as instant events.
+
+Tracks: each rank is two processes, its host threads (pid 2·rank) and its GPU streams (pid
+2·rank + 1). Times are µs from the run's first event, written from integer ns (three decimals:
+exact, where epoch µs as floats would round to a quarter µs); the origin is in `otherData`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import TextIO
+
+import pyarrow as pa
+
+from tracegraph.ingest import schema
+from tracegraph.ingest.store import GraphStore
+
+from .dependencies import dependency_edges
+from .report.findings import Finding
+from .runs import id_filter
+
+CRITICAL = "terrible"  # the trace viewers' colour name for events on the critical path
+
+
+def write_chrome_trace(
+    out: TextIO,
+    store: GraphStore,
+    run: str,
+    run_idx: int,
+    *,
+    rank: int | None = None,
+    edge_set: str | None = None,
+    findings: Sequence[Finding] = (),
+) -> dict[str, int]:
+    """Write the trace to `out`; counts of what was written (events, flows, findings)."""
+    events = _events(store, run_idx, rank)
+    origin = int(min((t.column("ts").to_numpy().min() for t in events.values() if t.num_rows),
+                     default=0))  # fmt: skip
+    path = _critical_path(store, edge_set, run_idx, rank) if edge_set else None
+    critical = set(path["src_id"].to_pylist()) | set(path["dst_id"].to_pylist()) if path else set()
+    where: dict[int, tuple[int, int, int]] = {}  # event id → (pid, tid, ts)
+    out.write('{"displayTimeUnit": "ns",\n "otherData": ')
+    out.write(json.dumps({"run": run, "time_origin_ns": origin, "edge_set": edge_set}))
+    out.write(',\n "traceEvents": [\n')
+    separator = ""
+
+    def emit(text: str) -> None:
+        nonlocal separator
+        out.write(separator + text)
+        separator = ",\n"
+
+    counts = {"events": 0, "flows": 0, "findings": 0}
+    for line in _metadata(events):
+        emit(line)
+    for label, table in events.items():
+        for row in table.to_pylist():
+            pid, tid = _track(label, row)
+            where[row["id"]] = (pid, tid, row["ts"])
+            colour = f', "cname": "{CRITICAL}"' if row["id"] in critical else ""
+            emit(
+                f'{{"ph": "X", "name": {json.dumps(row["name"] or "")}, '
+                f'"cat": {json.dumps(row["cat"] or label)}, "pid": {pid}, "tid": {tid}, '
+                f'"ts": {_us(row["ts"] - origin)}, "dur": {_us(row["dur"] or 0)}{colour}, '
+                f'"args": {{"id": {row["id"]}, "rank": {row["rank"]}}}}}'
+            )
+            counts["events"] += 1
+    if path is not None:
+        for i, edge in enumerate(path.to_pylist()):
+            for phase, end in (("s", "src"), ("f", "dst")):
+                pid, tid, _ = where.get(edge[f"{end}_id"], (-1, -1, 0))
+                binding = ', "bp": "e"' if phase == "f" else ""
+                emit(
+                    f'{{"ph": "{phase}", "id": {i}, "name": "critical path", '
+                    f'"cat": "critical_path", "pid": {pid}, "tid": {tid}, '
+                    f'"ts": {_us(edge[f"{end}_time"] - origin)}{binding}}}'
+                )
+            counts["flows"] += 1
+    for finding in findings:  # at its first evidence event that is in the trace
+        at = next((i for i in finding.evidence_ids if i in where), None)
+        if at is None:
+            continue
+        pid, tid, ts = where[at]
+        args = {"summary": f"{finding.title}: {finding.detail}", "fix": finding.fix}
+        emit(
+            f'{{"ph": "i", "s": "p", "name": {json.dumps(finding.kind)}, '
+            f'"cat": "finding", "pid": {pid}, "tid": {tid}, "ts": {_us(ts - origin)}, '
+            f'"args": {json.dumps(args)}}}'
+        )
+        counts["findings"] += 1
+    out.write("\n]}\n")
+    return counts
+
+
+def _events(store: GraphStore, run_idx: int, rank: int | None) -> dict[str, pa.Table]:
+    out = {}
+    for label in schema.EVENT_LABELS:
+        extra = ", n.stream AS stream, n.device AS device" if label == "Kernel" else ""
+        out[label] = store.run(
+            f"MATCH (n:{label}) WHERE {id_filter('n', run_idx, rank)} "
+            "RETURN n.id AS id, n.rank AS rank, n.name AS name, n.cat AS cat, n.pid AS pid, "
+            f"n.tid AS tid, n.ts AS ts, n.dur AS dur{extra} ORDER BY n.id"
+        ).table
+    return out
+
+
+def _critical_path(store: GraphStore, edge_set: str, run_idx: int, rank: int | None) -> pa.Table:
+    edges = dependency_edges(store, edge_set, run_idx, rank)
+    on_path = edges.filter(edges["on_critical_path"])
+    return on_path.sort_by([("src_time", "ascending"), ("path_order", "ascending")])
+
+
+def _track(label: str, row: dict[str, object]) -> tuple[int, int]:
+    rank = int(row["rank"])  # type: ignore[call-overload]
+    if label == "Kernel":
+        stream = row.get("stream")
+        return 2 * rank + 1, int(stream if stream is not None else row["tid"] or 0)  # type: ignore[call-overload]
+    return 2 * rank, int(row["tid"] or 0)  # type: ignore[call-overload]
+
+
+def _metadata(events: dict[str, pa.Table]) -> Iterator[str]:
+    ranks = sorted({r for t in events.values() for r in t.column("rank").to_pylist()})
+    for rank in ranks:
+        for pid, what in ((2 * rank, "host"), (2 * rank + 1, "GPU")):
+            yield (
+                f'{{"ph": "M", "name": "process_name", "pid": {pid}, '
+                f'"args": {{"name": "rank {rank} ({what})"}}}}'
+            )
+
+
+def _us(ns: int) -> str:
+    """ns as µs with three decimals, from integers (exact)."""
+    sign = "-" if ns < 0 else ""
+    q, r = divmod(abs(int(ns)), 1000)
+    return f"{sign}{q}.{r:03d}"

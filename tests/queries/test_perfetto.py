@@ -1,0 +1,84 @@
+"""`export --perfetto`: the run as Chrome trace JSON, checked against the database: every event
+once at its exact time, the critical path as paired flows on its edges' endpoints, findings as
+instant events, nothing written on an error."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+import tracegraph
+from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
+
+
+@pytest.fixture(scope="module")
+def graph(tmp_path_factory: pytest.TempPathFactory) -> tracegraph.Graph:
+    base = tmp_path_factory.mktemp("perfetto")
+    write_per_rank(SyntheticConfig(ranks=2, steps=2, layers=2, late_rank=1, late_us=3_000),
+                   base / "t")  # fmt: skip
+    g = tracegraph.open(base / "r.kuzu")
+    g.ingest(base / "t", run="job")
+    g.edges("native", run="job", all_steps=True)
+    return g
+
+
+def load(path: Path) -> dict:
+    return json.loads(path.read_text(), parse_float=Decimal)
+
+
+def ns(us: Decimal, origin: int) -> int:
+    value = us * 1000
+    assert value == int(value)  # three decimals: whole ns
+    return int(value) + origin
+
+
+def test_every_event_once_at_its_exact_time_and_the_path_as_flows(graph, tmp_path) -> None:
+    out = tmp_path / "job.json"
+    counts = graph.export_perfetto(out, run="job", edge_set="native")
+    data = load(out)
+    origin = data["otherData"]["time_origin_ns"]
+    slices = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    events = graph.query(
+        "MATCH (n:Op:Runtime:Kernel) WHERE n.run = 'job' RETURN n.id AS id, n.ts AS ts, "
+        "n.dur AS dur"
+    ).to_pylist()
+    assert counts["events"] == len(slices) == len(events)
+    got = {e["args"]["id"]: (ns(e["ts"], origin), ns(e["dur"], 0)) for e in slices}
+    assert got == {e["id"]: (e["ts"], e["dur"]) for e in events}
+
+    path = graph.dependencies("native", run="job").to_pylist()
+    path = [e for e in path if e["on_critical_path"]]
+    flows = [e for e in data["traceEvents"] if e["ph"] in "sf"]
+    assert counts["flows"] == len(path) == len(flows) // 2 > 0
+    assert Counter(Counter(e["id"] for e in flows).values()) == {2: len(path)}  # paired
+    starts = sorted(ns(e["ts"], origin) for e in flows if e["ph"] == "s")
+    ends = sorted(ns(e["ts"], origin) for e in flows if e["ph"] == "f")
+    assert starts == sorted(e["src_time"] for e in path)
+    assert ends == sorted(e["dst_time"] for e in path)
+    track = {e["args"]["id"]: (e["pid"], e["tid"]) for e in slices}
+    by_id = {}
+    for e in flows:
+        by_id.setdefault(e["id"], {})[e["ph"]] = (e["pid"], e["tid"])
+    ends_of = {(track[p["src_id"]], track[p["dst_id"]]) for p in path}
+    assert {(v["s"], v["f"]) for v in by_id.values()} <= ends_of
+    marked = {e["args"]["id"] for e in slices if e.get("cname") == "terrible"}
+    assert marked == {p["src_id"] for p in path} | {p["dst_id"] for p in path}
+    instants = [e for e in data["traceEvents"] if e["ph"] == "i"]
+    assert len(instants) == counts["findings"] > 0
+    assert {e["name"] for e in instants} <= {f.kind for f in graph.report("job").findings}
+
+
+def test_one_rank_and_refusals(graph, tmp_path) -> None:
+    out = tmp_path / "rank1.json"
+    graph.export_perfetto(out, run="job", rank=1, findings=False)
+    data = load(out)
+    assert {e["args"]["rank"] for e in data["traceEvents"] if e["ph"] == "X"} == {1}
+    assert not [e for e in data["traceEvents"] if e["ph"] in "sfi"]
+    bad = tmp_path / "bad.json"
+    with pytest.raises(tracegraph.TracegraphError, match="no edge set 'nope'"):
+        graph.export_perfetto(bad, run="job", edge_set="nope")
+    assert not bad.exists() and not list(tmp_path.glob(".*partial"))
