@@ -41,6 +41,7 @@ from .queries.report.report import DEFAULT_TOP
 from .queries.runs import list_runs
 from .queries.step import edge_set_names
 from .queries.summary import DatabaseInfo, database_info
+from .queries.syncdeps import sync_dependencies
 from .queries.usable import file_problem, store_problem
 
 Progress = Callable[[str, int, int], None]
@@ -341,6 +342,20 @@ class Graph:
                 partial.unlink(missing_ok=True)
                 raise
         return counts
+
+    def sync_dependencies(
+        self, edge_set: str, *, run: str | None = None, critical_only: bool = False
+    ) -> dict[str, Any]:
+        """`edge_set`'s sync dependencies keyed as Chakra's linker keys events (rank, ev_idx,
+        External id), all of them or those on the critical path, with both counts per rank."""
+        with self.reading() as store:
+            name, run_idx = resolve_run(store, run)
+            if edge_set not in edge_set_names(store, name):
+                known = ", ".join(edge_set_names(store, name)) or "none"
+                raise TracegraphError(
+                    f"{self.path}: run '{name}' has no edge set '{edge_set}' (it has: {known})"
+                )
+            return sync_dependencies(store, name, run_idx, edge_set, critical_only)
 
     def stragglers(self, run: str, edge_set: str = NATIVE) -> list[StepVerdict]:
         """Per step of `run`, what bounds it across ranks (from the edge set's cross-rank

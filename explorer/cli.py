@@ -320,9 +320,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=_report)
 
-    p = sub.add_parser("export", help="the run as Chrome trace JSON for ui.perfetto.dev")
+    p = sub.add_parser(
+        "export", help="the run as Chrome trace JSON (Perfetto), or sync dependencies for Chakra"
+    )
     options.database(p)
-    p.add_argument("--perfetto", type=Path, required=True, metavar="OUT.json")
+    p.add_argument("--perfetto", type=Path, metavar="OUT.json", help="Chrome trace JSON")
+    p.add_argument(
+        "--sync-deps",
+        type=Path,
+        metavar="OUT.json",
+        help="the edge set's sync dependencies keyed as Chakra's linker keys events",
+    )
+    p.add_argument(
+        "--critical-only", action="store_true", help="with --sync-deps: only those on the path"
+    )
     options.run(p, "the database holds several")
     p.add_argument("--rank", type=int, help="only this rank (default: every rank)")
     p.add_argument("--edge-set", metavar="NAME", help="overlay this edge set's critical path")
@@ -962,6 +973,20 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
+    if args.perfetto is None and args.sync_deps is None:
+        raise UsageError("export: name --perfetto OUT.json and/or --sync-deps OUT.json")
+    if args.sync_deps is not None:
+        if args.edge_set is None:
+            raise UsageError("export --sync-deps: name the edge set (--edge-set NAME)")
+        deps = tracegraph.open(args.db).sync_dependencies(
+            args.edge_set, run=args.run, critical_only=args.critical_only
+        )
+        _write_json(args.sync_deps, deps)
+        total = sum(c["all"] for c in deps["counts"].values())
+        critical = sum(c["critical"] for c in deps["counts"].values())
+        print(f"wrote {args.sync_deps}: {total:,} sync dependencies, {critical:,} on the path")
+    if args.perfetto is None:
+        return 0
     counts = tracegraph.open(args.db).export_perfetto(
         args.perfetto,
         run=args.run,
@@ -974,6 +999,17 @@ def _export(args: argparse.Namespace) -> int:
         f"edges, {counts['findings']} findings (open it in ui.perfetto.dev)"
     )
     return 0
+
+
+def _write_json(path: Path, data: object) -> None:
+    """Whole or not at all."""
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(json.dumps(data, indent=1) + "\n")
+        os.replace(partial, path)
+    except OSError as exc:
+        partial.unlink(missing_ok=True)
+        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
 
 def _explore(args: argparse.Namespace) -> int:

@@ -82,3 +82,28 @@ def test_one_rank_and_refusals(graph, tmp_path) -> None:
     with pytest.raises(tracegraph.TracegraphError, match="no edge set 'nope'"):
         graph.export_perfetto(bad, run="job", edge_set="nope")
     assert not bad.exists() and not list(tmp_path.glob(".*partial"))
+
+
+def test_sync_dependencies_name_the_events_chakra_reads(graph, tmp_path) -> None:
+    """Each dependency's ev_idx is the event's place in its rank's traceEvents (checked in the
+    raw JSON: same name and External id); both modes' counts match the edge set's rows."""
+    deps = graph.sync_dependencies("native", run="job")
+    rows = [e for e in graph.dependencies("native", run="job").to_pylist()
+            if e["type"] == "sync_dependency"]  # fmt: skip
+    assert len(deps["dependencies"]) == len(rows) > 0
+    assert sum(c["critical"] for c in deps["counts"].values()) == sum(
+        e["on_critical_path"] for e in rows
+    )
+    traces = graph.path.parent / "t"
+    files = {r: json.loads((traces / f"rank{r}.trace.json").read_text())["traceEvents"]
+             for r in (0, 1)}  # fmt: skip
+    for dep in deps["dependencies"]:
+        for end in ("src", "dst"):
+            event = files[dep["rank"]][dep[end]["ev_idx"]]
+            assert event["name"] == dep[end]["name"]
+            assert event["args"].get("External id") == dep[end]["external_id"]
+    only = graph.sync_dependencies("native", run="job", critical_only=True)
+    assert [d["on_critical_path"] for d in only["dependencies"]] == [True] * len(
+        only["dependencies"]
+    )
+    assert only["counts"] == deps["counts"]
