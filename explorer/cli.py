@@ -307,6 +307,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--top", type=int, default=10, help="kernels named per type (default 10)")
     p.add_argument(
+        "--html", type=Path, metavar="FILE", help="also write the report as one HTML page"
+    )
+    p.add_argument(
         "--compare",
         metavar="OTHER_RUN",
         help="instead: this run against OTHER_RUN (steps, ops and kernels side by side)",
@@ -905,6 +908,11 @@ def _report(args: argparse.Namespace) -> int:
     )
     if args.table is not None and args.format != "csv":
         raise TracegraphError("--table: only with --format csv (table and json show them all)")
+    if args.html is not None:
+        from .report_html import report_html
+
+        _write_text(args.html, report_html(report, str(args.db)))
+        print(f"wrote {args.html}", file=sys.stderr)
     write_report(sys.stdout, report, args.db, args.format, args.table, options.max_width(args))
     return 0
 
@@ -1002,10 +1010,14 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _write_json(path: Path, data: object) -> None:
+    _write_text(path, json.dumps(data, indent=1) + "\n")
+
+
+def _write_text(path: Path, text: str) -> None:
     """Whole or not at all."""
     partial = path.with_name(f".{path.name}.partial")
     try:
-        partial.write_text(json.dumps(data, indent=1) + "\n")
+        partial.write_text(text, encoding="utf-8")
         os.replace(partial, path)
     except OSError as exc:
         partial.unlink(missing_ok=True)
