@@ -14,6 +14,8 @@ from textual.widgets import TextArea
 
 from tracegraph.queries.vocabulary import KEYWORDS, node_labels, properties, rel_labels
 
+from ..history import load_history, save_history
+
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
 _BINDING = re.compile(r"[(\[]\s*([A-Za-z_][A-Za-z0-9_]*)\s*:\s*([A-Za-z_][A-Za-z0-9_]*)")
 
@@ -45,7 +47,7 @@ class CypherEditor(TextArea):
 
     def __init__(self, text: str = "", **kwargs: object) -> None:
         super().__init__(text, tab_behavior="focus", soft_wrap=True, **kwargs)  # type: ignore[arg-type]
-        self.query_history: list[str] = []
+        self.query_history: list[str] = load_history()  # kept between sessions
         self._history_at: int | None = None
 
     def update_suggestion(self) -> None:
@@ -72,6 +74,7 @@ class CypherEditor(TextArea):
         cypher = cypher.strip()
         if cypher and (not self.query_history or self.query_history[-1] != cypher):
             self.query_history.append(cypher)
+            save_history(self.query_history)
         self._history_at = None
 
     def history_step(self, delta: int) -> None:

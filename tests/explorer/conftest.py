@@ -96,3 +96,11 @@ def late_db(tui_dbs: Path) -> Iterator[Path]:
     db = dbs.late_rank_db(tui_dbs)
     for _ in _store(db):
         yield db
+
+
+@pytest.fixture(autouse=True)
+def _console_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's console history in its own file, never the user's."""
+    path = tmp_path / "history.json"
+    monkeypatch.setenv("TRACEGRAPH_HISTORY", str(path))
+    return path

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from textual.pilot import Pilot
@@ -188,3 +189,24 @@ async def test_a_query_that_would_harm_the_database_is_refused_before_kuzu(
 def _files(db: Path) -> dict[str, bytes]:
     """Every file of the database (the file, and any .wal / .shadow beside it)."""
     return {p.name: p.read_bytes() for p in db.parent.glob(db.name + "*") if p.is_file()}
+
+
+@pilot_test
+async def test_the_history_is_kept_between_sessions(synthetic_db: Path, _console_history) -> None:
+    """A query run in one session is the first Ctrl+↑ of the next (and the file is the only
+    state: each test has its own)."""
+    query = "MATCH (k:Kernel) RETURN count(*) AS kernels"
+    app = make_app(synthetic_db, mode="console")
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        editor = app.screen.query_one(CypherEditor)
+        editor.load_text(query)
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+    assert json.loads(_console_history.read_text()) == [query]
+    again = make_app(synthetic_db, mode="console")
+    async with again.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        editor = again.screen.query_one(CypherEditor)
+        await pilot.press("ctrl+up")
+        assert editor.text == query
