@@ -7,6 +7,7 @@ type). Edges in both sets may still differ in weight or in whether they lie on t
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,8 @@ from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.runs import resolve_run
 from tracegraph.ingest.store import GraphStore
 
+from .runs import id_filter
+
 KEY = ["src", "src_boundary", "dst", "dst_boundary", "type"]
 KERNEL_GAP_CUTOFF_NS = 1_500_000
 # A differing edge as a person reads it (the CLI and the diff screen show these columns).
@@ -27,15 +30,20 @@ CHANGES = ("only in A", "only in B", "weight changed", "critical path changed")
 RUNTIME_LOCK_CALLS = ("cudaHostAlloc", "cudaLaunchKernel", "cudaMemcpyAsync")
 
 # Endpoint labels are named: unlabeled `a.id` fails in Kuzu 0.11.3 (EdgeSet.id is a STRING).
+# Only what identifies and weighs an edge is read for both sets; the endpoints are described
+# afterwards, for the differing edges only (`_described`).
 _EDGES = """
 MATCH (a:Op:Runtime:Kernel)-[d:DEP]->(b:Op:Runtime:Kernel)
-WHERE d.edge_set = $edge_set AND a.run = $run {filters}
+WHERE d.edge_set = $edge_set AND {where} {filters}
 RETURN a.id AS src, d.src_boundary AS src_boundary, b.id AS dst, d.dst_boundary AS dst_boundary,
        d.type AS type, d.weight_ns AS weight_ns, d.on_critical_path AS on_critical_path,
-       a.rank AS rank, label(a) AS src_label, a.name AS src_name, a.ts AS src_ts,
-       a.dur AS src_dur, a.tid AS src_tid, label(b) AS dst_label, b.name AS dst_name,
-       b.ts AS dst_ts, b.dur AS dst_dur, b.tid AS dst_tid
+       a.rank AS rank
 """
+_NODES = """
+MATCH (n:{label}) WHERE {where}
+RETURN n.id AS id, n.name AS name, n.ts AS ts, n.dur AS dur, n.tid AS tid
+"""
+DESCRIBED = ("label", "name", "ts", "dur", "tid")
 
 
 class DiffError(TracegraphError):
@@ -119,10 +127,11 @@ def diff_edge_sets(
 ) -> EdgeSetDiff:
     """Compare edge sets `a` and `b` of one run (the only run holding both, unless named)."""
     run = _common_run(store, a, b, run)
-    left = _edges(store, a, run, edge_type, rank)
-    right = _edges(store, b, run, edge_type, rank)
+    _, run_idx = resolve_run(store, run)
+    left = _edges(store, a, run_idx, edge_type, rank)
+    right = _edges(store, b, run_idx, edge_type, rank)
     joined = _outer_join(left, right)
-    edges = _differing(joined)
+    edges = _differing(joined, lambda rows: _described(store, run_idx, rank, rows))
     return EdgeSetDiff(run, a, b, _counts(joined), _path_lengths(store, a, b, run, rank), edges)
 
 
@@ -143,40 +152,57 @@ def _common_run(store: GraphStore, a: str, b: str, run: str | None) -> str:
 
 
 def _edges(
-    store: GraphStore, name: str, run: str, edge_type: str | None, rank: int | None
+    store: GraphStore, name: str, run_idx: int, edge_type: str | None, rank: int | None
 ) -> pa.Table:
-    params: dict[str, object] = {"edge_set": name, "run": run}
+    params: dict[str, object] = {"edge_set": name}
     filters = ""
     if edge_type is not None:
         filters += "AND d.type = $edge_type "
         params["edge_type"] = edge_type
-    if rank is not None:
-        # a validated integer, inlined: Kuzu prunes the scan for literals, not for parameters
-        filters += f"AND a.rank = {int(rank)} "
-    return store.run(_EDGES.format(filters=filters), params).table
+    where = id_filter("a", run_idx, rank)  # literal bounds: Kuzu prunes the scan by them
+    return store.run(_EDGES.format(where=where, filters=filters), params).table
+
+
+def _described(store: GraphStore, run_idx: int, rank: int | None, rows: pa.Table) -> pa.Table:
+    """`rows` with each endpoint's label, name, start, duration and thread."""
+    parts = []
+    for label in ("Op", "Runtime", "Kernel"):
+        table = store.run(_NODES.format(label=label, where=id_filter("n", run_idx, rank))).table
+        parts.append(table.append_column("label", pa.array([label] * table.num_rows)))
+    nodes = pa.concat_tables(parts).sort_by("id")
+    ids = nodes["id"].to_numpy()
+    for end in ("src", "dst"):
+        wanted = rows[end].to_numpy()
+        at = np.minimum(np.searchsorted(ids, wanted), max(len(ids) - 1, 0))
+        found = pa.array(ids[at] == wanted) if len(ids) else pa.array(np.zeros(len(wanted), bool))
+        for column in DESCRIBED:
+            values = nodes[column].take(pa.array(at)) if len(ids) else pa.nulls(len(wanted))
+            rows = rows.append_column(f"{end}_{column}", pc.if_else(found, values, None))
+    return rows
 
 
 def _outer_join(left: pa.Table, right: pa.Table) -> pa.Table:
-    """One row per edge in either set: descriptive columns, a_/b_ flags, in_a, in_b."""
+    """One row per edge in either set: descriptive columns, a_/b_ flags, in_a, in_b (one
+    hash join; the descriptive columns from whichever side has the edge)."""
     flags = ["weight_ns", "on_critical_path"]
     described = [c for c in left.column_names if c not in KEY and c not in flags]
-    union = pa.concat_tables([left.select(KEY + described), right.select(KEY + described)])
-    union = union.group_by(KEY, use_threads=False).aggregate([(c, "first") for c in described])
-    union = union.rename_columns(KEY + described)
+    sides = []
     for side, table in (("a", left), ("b", right)):
-        marked = table.select(KEY + flags).append_column(
-            f"in_{side}", pa.array(np.ones(table.num_rows, dtype=bool))
-        )
-        marked = marked.rename_columns(KEY + [f"{side}_{f}" for f in flags] + [f"in_{side}"])
-        union = union.join(marked, KEY, join_type="left outer")
+        names = KEY + [f"{side}:{c}" for c in described] + [f"{side}_{f}" for f in flags]
+        marked = table.select(KEY + described + flags).rename_columns(names)
+        sides.append(marked.append_column(f"in_{side}", pa.array(np.ones(table.num_rows, bool))))
+    joined = sides[0].join(sides[1], KEY, join_type="full outer", coalesce_keys=True)
+    for column in described:
+        value = pc.coalesce(joined[f"a:{column}"], joined[f"b:{column}"])
+        joined = joined.drop_columns([f"a:{column}", f"b:{column}"]).append_column(column, value)
     for column in ("in_a", "in_b"):
-        union = union.set_column(
-            union.column_names.index(column), column, pc.fill_null(union[column], False)
+        joined = joined.set_column(
+            joined.column_names.index(column), column, pc.fill_null(joined[column], False)
         )
-    return union
+    return joined
 
 
-def _differing(joined: pa.Table) -> pa.Table:
+def _differing(joined: pa.Table, describe: Callable[[pa.Table], pa.Table]) -> pa.Table:
     in_a, in_b = joined["in_a"], joined["in_b"]
     both = pc.and_(in_a, in_b)
     crit_changed = pc.and_(
@@ -187,7 +213,7 @@ def _differing(joined: pa.Table) -> pa.Table:
         pc.make_struct(pc.invert(in_b), pc.invert(in_a), weight_changed, crit_changed),
         *CHANGES,
     )
-    rows = joined.append_column("change", change).filter(pc.is_valid(change))
+    rows = describe(joined.append_column("change", change).filter(pc.is_valid(change)))
     rows = rows.append_column("reason", _reasons(rows))
     # structural changes first, then flags that moved with the path
     priority = pc.index_in(rows["change"], pa.array(CHANGES))
@@ -221,31 +247,31 @@ def _reasons(rows: pa.Table) -> pa.Array:
     cross_thread = pc.fill_null(
         pc.and_(pc.not_equal(rows["src_tid"], rows["dst_tid"]), pc.invert(on_gpu)), False
     ).to_numpy(zero_copy_only=False)
-    reason = np.select(
-        [
-            kernel_gap,
-            runtime_lock & (change == "weight changed"),
-            runtime_lock,
-            cross_thread,
-            change == "critical path changed",
-        ],
-        [
-            "",
-            "runtime call span weighted in full (CUDA runtime-lock pass)",
-            "edge between CUDA runtime calls (CUDA runtime-lock pass)",
-            "crosses threads (backward-thread merge)",
-            "same edge; the critical path moved",
-        ],
-        default="",
-    ).astype(object)
+    texts = [
+        "",
+        "runtime call span weighted in full (CUDA runtime-lock pass)",
+        "edge between CUDA runtime calls (CUDA runtime-lock pass)",
+        "crosses threads (backward-thread merge)",
+        "same edge; the critical path moved",
+    ]
+    conditions = [
+        runtime_lock & (change == "weight changed"),
+        runtime_lock,
+        cross_thread,
+        change == "critical path changed",
+    ]
+    codes = np.select(conditions, [1, 2, 3, 4], default=0).astype(np.int32)
+    codes[kernel_gap] = 0
     gaps = np.flatnonzero(kernel_gap)
     if gaps.size:
         src_end = pc.add(rows["src_ts"], pc.fill_null(rows["src_dur"], 0)).to_numpy()
         gap_ns = rows["dst_ts"].to_numpy() - src_end
         for i in gaps:  # few: only the kernel→kernel edges one version has and the other lacks
             side = "≥" if gap_ns[i] >= KERNEL_GAP_CUTOFF_NS else "<"
-            reason[i] = f"kernel→kernel gap {gap_ns[i] / 1e6:.2f} ms {side} 1.5 ms"
-    return pa.array(reason, pa.string())
+            codes[i] = len(texts)
+            texts.append(f"kernel→kernel gap {gap_ns[i] / 1e6:.2f} ms {side} 1.5 ms")
+    reasons = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(texts, pa.string()))
+    return reasons.cast(pa.string())
 
 
 def _counts(joined: pa.Table) -> pa.Table:
