@@ -230,13 +230,7 @@ class Graph:
         """The DEP edges of `edge_set` for the run (or one `rank` of it) as Arrow: both
         endpoints (event id, label, name, boundary, time in ns), type, weight, critical flag."""
         with self.reading() as store:
-            name, run_idx = resolve_run(store, run)
-            known = edge_set_names(store, name)
-            if edge_set not in known:
-                raise TracegraphError(
-                    f"{self.path}: run '{name}' has no edge set '{edge_set}' (it has: "
-                    f"{', '.join(known) or 'none'})"
-                )
+            name, run_idx = self._run_with(store, run, edge_set)
             return dependency_edges(store, edge_set, run_idx, rank)
 
     def dependency_graph(
@@ -321,12 +315,7 @@ class Graph:
         instant events. Written whole or not at all; the counts of what was written."""
         target = Path(out)
         with self.reading() as store:
-            name, run_idx = resolve_run(store, run)
-            if edge_set is not None and edge_set not in edge_set_names(store, name):
-                known = ", ".join(edge_set_names(store, name)) or "none"
-                raise TracegraphError(
-                    f"{self.path}: run '{name}' has no edge set '{edge_set}' (it has: {known})"
-                )
+            name, run_idx = self._run_with(store, run, edge_set)
             ranks = None if rank is None else [rank]
             shown = build_report(self.path, store, name, ranks=ranks).findings if findings else ()
             partial = target.with_name(f".{target.name}.partial")
@@ -349,13 +338,21 @@ class Graph:
         """`edge_set`'s sync dependencies keyed as Chakra's linker keys events (rank, ev_idx,
         External id), all of them or those on the critical path, with both counts per rank."""
         with self.reading() as store:
-            name, run_idx = resolve_run(store, run)
-            if edge_set not in edge_set_names(store, name):
-                known = ", ".join(edge_set_names(store, name)) or "none"
-                raise TracegraphError(
-                    f"{self.path}: run '{name}' has no edge set '{edge_set}' (it has: {known})"
-                )
+            name, run_idx = self._run_with(store, run, edge_set)
             return sync_dependencies(store, name, run_idx, edge_set, critical_only)
+
+    def _run_with(
+        self, store: GraphStore, run: str | None, edge_set: str | None
+    ) -> tuple[str, int]:
+        """The run (see `resolve_run`), refused when it lacks `edge_set` (None: any)."""
+        name, run_idx = resolve_run(store, run)
+        known = edge_set_names(store, name)
+        if edge_set is not None and edge_set not in known:
+            raise TracegraphError(
+                f"{self.path}: run '{name}' has no edge set '{edge_set}' (it has: "
+                f"{', '.join(known) or 'none'})"
+            )
+        return name, run_idx
 
     def stragglers(self, run: str, edge_set: str = NATIVE) -> list[StepVerdict]:
         """Per step of `run`, what bounds it across ranks (from the edge set's cross-rank

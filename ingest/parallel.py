@@ -39,7 +39,7 @@ from .archive import write_rank
 from .errors import IngestError, TraceFormatError
 from .parse import ParseOptions
 from .prepare import PreparedRank, prepare_rank
-from .read import STREAM_BYTES, not_a_trace, rank_traces
+from .read import STREAM_BYTES, file_traces, not_a_trace, rank_traces
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -251,25 +251,11 @@ PR_SET_PDEATHSIG = 1
 def _in_process(
     source: _Source, options: ParseOptions, run: str, run_idx: int, seen: _Files
 ) -> Generator[PreparedRank, None, None]:
-    traces = rank_traces(source.path, options)
+    traces = file_traces(source, options, seen)
     try:
-        try:
-            first = next(traces)
-        except TraceFormatError:
-            why = not_a_trace(source.path) if source.folder is not None else None
-            if why is None:
-                raise
-            seen.skip(source, why)
-            return
-        seen.parsed(source)
-        held = [first]
-        del first
-        while held:
-            seen.rank(source, held[0].rank)
-            yield prepare_rank(held.pop(), run, run_idx)  # it holds the only reference
-            following = next(traces, None)
-            if following is not None:
-                held.append(following)
+        while (following := next(traces, None)) is not None:
+            held = [following]
             del following
+            yield prepare_rank(held.pop(), run, run_idx)  # it holds the only reference
     finally:
         traces.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import shutil
@@ -18,7 +17,7 @@ from .errors import IngestError, TraceFormatError
 from .parallel import prepare_in_parallel
 from .parse import DROP_REASONS, ParseOptions, RankTrace
 from .prepare import PreparedRank, RankSummary, prepare_rank
-from .read import not_a_trace, rank_traces, sweep_spills
+from .read import file_traces, sweep_spills
 from .remove import remove_run, run_folder_of
 from .store import KUZU_VERSION, GraphStore, write_transaction
 
@@ -268,34 +267,10 @@ def _rank_traces(
 ) -> Generator[RankTrace, None, None]:
     """The ranks of each file in turn; only one file's events are held at a time."""
     for i, source in enumerate(found):
-        path = source.path
         report("ingest", i, len(found))
-        traces = rank_traces(path, options)
-        try:  # closed when left, even by an error: a file read in blocks removes its spill
-            try:
-                first = next(traces)
-            except TraceFormatError:
-                why = not_a_trace(path) if source.folder is not None else None
-                if why is None or source.folder is None:
-                    raise
-                seen.skip(source, why)
-                continue
-            seen.parsed(source)
-            held = [first]
-            del first
-            for trace in itertools.chain(_handed_on(held), traces):
-                seen.rank(source, trace.rank)
-                yield trace
-                del trace  # keep no reference here: the consumer frees it as it goes
-        finally:
-            traces.close()
+        yield from file_traces(source, options, seen)
     seen.finish(found)
     report("ingest", len(found), len(found))
-
-
-def _handed_on(held: list[RankTrace]) -> Iterator[RankTrace]:
-    while held:
-        yield held.pop()
 
 
 def _default_run_name(paths: Sequence[Path], files: list[Path]) -> str:

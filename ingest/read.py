@@ -14,6 +14,7 @@ import shutil
 from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import msgspec
 import pyarrow as pa
@@ -253,3 +254,41 @@ def not_a_trace(path: Path) -> str | None:
     if not isinstance(document, dict | list):
         return "not a trace (JSON, but no object or event list)"
     return None
+
+
+class SourceLedger(Protocol):
+    """What a reader of an ingest's files reports back (pipeline._Files)."""
+
+    def skip(self, source: Any, why: str) -> None: ...
+    def parsed(self, source: Any) -> None: ...
+    def rank(self, source: Any, rank: int) -> None: ...
+
+
+def file_traces(
+    source: Any, options: ParseOptions, seen: SourceLedger
+) -> Generator[RankTrace, None, None]:
+    """The ranks of one file of an ingest (`source`: its path, and the folder it was found in,
+    or None), each reported to `seen`; a folder's JSON that is no trace is reported skipped,
+    not raised. Closed when left, even by an error: a file read in blocks removes its spill."""
+    traces = rank_traces(source.path, options)
+    try:
+        try:
+            first = next(traces)
+        except TraceFormatError:
+            why = not_a_trace(source.path) if source.folder is not None else None
+            if why is None:
+                raise
+            seen.skip(source, why)
+            return
+        seen.parsed(source)
+        held = [first]
+        del first
+        while held:
+            seen.rank(source, held[0].rank)
+            yield held.pop()  # the consumer holds the only reference and frees it as it goes
+            following = next(traces, None)
+            if following is not None:
+                held.append(following)
+            del following
+    finally:
+        traces.close()

@@ -4,6 +4,7 @@ CALLS edges are)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -13,7 +14,11 @@ import pyarrow.compute as pc
 
 from tracegraph.ingest.edgesets.native.frame import Strings
 
-from .intervals import merged
+from .intervals import Intervals, merged
+
+# ranges whose names say data loading, as torch and users name them (input_bound's)
+DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|dataloader|data[_ ]?load|_next_data|"
+                          r"DataLoaderIter|get_batch|next_batch", re.I)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -67,6 +72,14 @@ class CpuEvents:
 
     def cat_is(self, cat: str) -> np.ndarray:
         return self.cat.isin((cat,))
+
+    def data_loading(self) -> np.ndarray:
+        """The ranges (ops, not runtime calls) whose names say data loading."""
+        return ~self.is_runtime & self.names_where(lambda n: bool(DATA_LOADING.search(n)))
+
+    def intervals(self, rows: np.ndarray) -> Intervals:
+        """[ts, end) of the rows (a mask or positions)."""
+        return self.ts[rows], self.end[rows]
 
     def top_level(self, among: np.ndarray) -> np.ndarray:
         """Of the events in `among`, those no other event in `among` on their thread encloses."""

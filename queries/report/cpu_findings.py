@@ -12,7 +12,7 @@ import numpy as np
 from .activity import GpuActivity
 from .analyses import gpu_idle_causes
 from .cpu import CpuEvents
-from .findings import DATA_LOADING, EVIDENCE_ROWS, HOST_WAIT_SHARE, Finding, Ids, listing
+from .findings import EVIDENCE_ROWS, HOST_WAIT_SHARE, Finding, Ids, listing
 from .intervals import exclusive_shares, merged, subtract, union_length
 from .steps import StepWindow
 
@@ -86,7 +86,7 @@ def _op_listing(evidence: tuple[int, ...]) -> str:
 
 
 def _data_loading(r: RankEvents) -> np.ndarray:
-    return ~r.cpu.is_runtime & r.cpu.names_where(lambda n: bool(DATA_LOADING.search(n)))
+    return r.cpu.data_loading()
 
 
 def _input_bound(r: RankEvents) -> list[Finding]:
@@ -124,9 +124,10 @@ def _stall(r: RankEvents) -> list[Finding]:
     # the ranges that only enclose phases (ProfilerStep#, forward, ...), python frames or data
     # loading (input_bound's)
     phase = cpu.cat_is("user_annotation") & ~cpu.named(COLLECTIVE_RANGES)
-    busy = ~phase & ~cpu.cat_is("python_function") & ~_data_loading(r)
+    loading = _data_loading(r)
+    busy = ~phase & ~cpu.cat_is("python_function") & ~loading
     step_lo, step_hi = r.in_steps()
-    others = [(cpu.ts[busy], cpu.end[busy]), (cpu.ts[_data_loading(r)], cpu.end[_data_loading(r)])]
+    others = [cpu.intervals(busy), cpu.intervals(loading)]
     if r.gpu is not None and r.gpu.n:  # the GPU working through a gap is no stall of the step
         others.append((r.gpu.ts, r.gpu.end))
     g_lo, g_hi = subtract((step_lo, step_hi), others)

@@ -7,18 +7,16 @@ costs what reading their archives costs.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracegraph.ingest import schema
 
 from .activity import COMMUNICATION, COMPUTATION, NO_LAUNCH, GpuActivity
 from .analyses import Row
+from .cpu import CpuEvents
 from .intervals import Intervals, exclusive_shares, merged
 
 HOST_WAIT_SHARE = 0.10  # GPU idle waiting for launches, as a share of the GPU span
@@ -30,9 +28,6 @@ EVIDENCE_ROWS = 5
 # end to the GPU's next start, less data loading in it) is at least SYNC_DRAIN_SHARE of the GPU
 # span; that is its cost
 SYNC_DRAIN_SHARE = 0.02
-# input_bound's ranges: names that say data loading, as torch and users name them
-DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|dataloader|data[_ ]?load|_next_data|"
-                          r"DataLoaderIter|get_batch|next_batch", re.I)  # fmt: skip
 SYNC_FORCING_OPS = ("aten::item", "aten::_local_scalar_dense", "aten::nonzero",
                     "aten::is_nonzero", "aten::masked_select", "aten::unique", "aten::_unique2",
                     "aten::to", "aten::_to_copy", "aten::copy_", "aten::equal",
@@ -75,14 +70,14 @@ class Finding:
 def rank_findings(
     gpu: GpuActivity,
     whole: GpuActivity,
-    rows: pa.Table,
+    cpu: CpuEvents,
     figures: tuple[Row, Row],
     steps: int,
     run_idx: int,
 ) -> list[Finding]:
-    """Every rule on one rank: the GPU work reported (one step's, or `whole`, all of it), the
-    archived rows, its temporal and overlap rows, and the number of steps its costs are
-    spread over."""
+    """Every rule on one rank: the GPU work reported (one step's, or `whole`, all of it), its
+    CPU events, its temporal and overlap rows, and the number of steps its costs are spread
+    over."""
     temporal, overlap = figures
     span = int(temporal["kernel_time_ns"])
     if span <= 0:
@@ -92,7 +87,7 @@ def rank_findings(
     return [
         *_host_wait(gpu, temporal, span, steps, ids),
         *_exposed_communication(gpu, overlap, span, steps, ids),
-        *_sync_forcing(rows, whole, span, steps, ids),
+        *_sync_forcing(cpu, whole, span, steps, ids),
     ]
 
 
@@ -188,26 +183,26 @@ def _uncovered(start: int, end: int, lo: np.ndarray, hi: np.ndarray) -> int:
 
 
 def _sync_forcing(
-    rows: pa.Table, gpu: GpuActivity, span: int, steps: int, ids: Ids
+    cpu: CpuEvents, gpu: GpuActivity, span: int, steps: int, ids: Ids
 ) -> list[Finding]:
-    calls = _events(rows, "Runtime", BLOCKING_CALLS)
-    ops = _events(rows, "Op", SYNC_FORCING_OPS)
-    if len(calls["ts"]) == 0 or len(ops["ts"]) == 0:
+    calls = np.nonzero(cpu.is_runtime & cpu.name_in(BLOCKING_CALLS))[0]
+    ops = np.nonzero(~cpu.is_runtime & cpu.name_in(SYNC_FORCING_OPS))[0]
+    if len(calls) == 0 or len(ops) == 0:
         return []
-    under = _enclosing(calls, ops)  # the outermost value-reading op around each call
-    hit = np.nonzero(under >= 0)[0]
+    under = _enclosing(cpu, calls, ops)  # the outermost value-reading op around each call
+    hit = calls[under >= 0]
     if len(hit) < steps:
         return []
-    blocked = int(calls["dur"][hit].sum())
-    drained = _drained(gpu, calls["end"][hit], _loading(rows))
+    blocked = int(cpu.dur[hit].sum())
+    drained = _drained(gpu, cpu.end[hit], cpu.intervals(cpu.data_loading()))
     if drained < SYNC_DRAIN_SHARE * span:
         return []
-    op_names = ops["name"][under[hit]]
-    names, counts = np.unique(op_names, return_counts=True)
+    names, counts = np.unique([cpu.name.at(int(o)) for o in under[under >= 0]],
+                              return_counts=True)  # fmt: skip
     named = ", ".join(f"{n} ×{c}" for n, c in sorted(zip(names, counts, strict=True),
                                                       key=lambda nc: -nc[1])[:3])  # fmt: skip
-    order = np.lexsort((calls["ev_idx"][hit], -calls["dur"][hit]))[:EVIDENCE_ROWS]
-    evidence = ids.of(calls["ev_idx"][hit][order])
+    order = np.lexsort((cpu.ev_idx[hit], -cpu.dur[hit]))[:EVIDENCE_ROWS]
+    evidence = ids.of(cpu.ev_idx[hit][order])
     return [
         Finding(
             "sync_forcing_op",
@@ -230,24 +225,23 @@ def _sync_forcing(
     ]
 
 
-def _enclosing(calls: dict[str, np.ndarray], ops: dict[str, np.ndarray]) -> np.ndarray:
-    """For each call, the outermost op of `ops` on its thread that encloses it (-1: none)."""
-    out = np.full(len(calls["ts"]), -1, np.int64)
-    call_thread = calls["pid"] * (1 << 32) + (calls["tid"] & 0xFFFFFFFF)
-    op_thread = ops["pid"] * (1 << 32) + (ops["tid"] & 0xFFFFFFFF)
-    for thread in np.unique(call_thread):
-        mine = np.nonzero(op_thread == thread)[0]
+def _enclosing(cpu: CpuEvents, calls: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """For each call (row), the outermost of `ops` (rows) on its thread that encloses it
+    (-1: none)."""
+    out = np.full(len(calls), -1, np.int64)
+    for thread in np.unique(cpu.thread[calls]):
+        mine = ops[cpu.thread[ops] == thread]
         if len(mine) == 0:
             continue
-        mine = mine[np.lexsort((-ops["end"][mine], ops["ts"][mine]))]
-        ts, end = ops["ts"][mine], ops["end"][mine]
+        mine = mine[np.lexsort((-cpu.end[mine], cpu.ts[mine]))]
+        ts, end = cpu.ts[mine], cpu.end[mine]
         reach = np.maximum.accumulate(end)
         outer = np.concatenate(([True], ts[1:] >= reach[:-1]))  # starts a nest of its own
         first = mine[outer]  # the outermost op of each nest, in time order
         nest_end = np.maximum.reduceat(end, np.nonzero(outer)[0])
-        rows = np.nonzero(call_thread == thread)[0]
-        k = np.searchsorted(ops["ts"][first], calls["ts"][rows], side="right") - 1
-        inside = (k >= 0) & (calls["end"][rows] <= nest_end[np.maximum(k, 0)])
+        rows = np.nonzero(cpu.thread[calls] == thread)[0]
+        k = np.searchsorted(cpu.ts[first], cpu.ts[calls[rows]], side="right") - 1
+        inside = (k >= 0) & (cpu.end[calls[rows]] <= nest_end[np.maximum(k, 0)])
         out[rows[inside]] = first[k[inside]]
     return out
 
@@ -264,35 +258,3 @@ def _drained(gpu: GpuActivity, ends: np.ndarray, loading: Intervals) -> int:
     following = lo[np.minimum(k + 1, len(lo) - 1)]
     shares = exclusive_shares([(ends[idle], following[idle]), loading])
     return int(shares.get(1, 0))
-
-
-def _loading(rows: pa.Table) -> Intervals:
-    """The rank's data-loading ranges (input_bound's)."""
-    names = rows["name"]
-    ops = rows.filter(pc.and_(pc.equal(rows["label"], "Op"),
-                              pc.match_substring_regex(pc.fill_null(names, ""),
-                                                       DATA_LOADING.pattern,
-                                                       ignore_case=True)))  # fmt: skip
-    ts = np.array(pc.fill_null(ops["ts"], 0).to_numpy(), np.int64)
-    return ts, ts + np.array(pc.fill_null(ops["dur"], 0).to_numpy(), np.int64)
-
-
-def _events(rows: pa.Table, label: str, names: tuple[str, ...]) -> dict[str, np.ndarray]:
-    """The rank's events of this label and these names: ev_idx, pid, tid, ts, end, dur, name."""
-    chosen = rows.filter(
-        pc.and_(pc.equal(rows["label"], label), pc.is_in(rows["name"], pa.array(names)))
-    )
-
-    def ints(column: str) -> np.ndarray:
-        return np.array(pc.fill_null(chosen[column], -1).to_numpy(), np.int64)
-
-    ts, dur = ints("ts"), np.maximum(ints("dur"), 0)
-    return {
-        "ev_idx": ints("ev_idx"),
-        "pid": ints("pid"),
-        "tid": ints("tid"),
-        "ts": ts,
-        "end": ts + dur,
-        "dur": dur,
-        "name": np.array(chosen["name"].to_pylist(), dtype=object),
-    }

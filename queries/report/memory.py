@@ -4,11 +4,10 @@ size (Kineto's `bytes` arg); a trace that records none gives the counts and time
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
-import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracegraph.ingest.store import GraphStore
 
@@ -27,45 +26,47 @@ def memory_kind(name: str) -> str:
 
 
 def memory_rows(store: GraphStore, run: str, ranks: Sequence[int]) -> list[Row]:
+    """Per rank and kind, by whole-column passes (the size read from `args` by a regex)."""
     table = store.run(
-        "MATCH (k:Kernel) WHERE k.run = $run AND k.cat IN $cats "
+        "MATCH (k:Kernel) WHERE k.run = $run AND k.cat IN $cats AND k.rank IN $ranks "
         "RETURN k.rank AS rank, k.name AS name, k.dur AS dur, k.args AS args",
-        {"run": run, "cats": list(MEMORY_CATEGORIES)},
+        {"run": run, "cats": list(MEMORY_CATEGORIES), "ranks": list(ranks)},
     ).table
-    wanted = set(ranks)
-    groups: dict[tuple[int, str], list[tuple[int, int | None]]] = {}
-    for rank, name, dur, args in zip(
-        *(table[c].to_pylist() for c in ("rank", "name", "dur", "args")), strict=True
-    ):
-        if rank in wanted:
-            groups.setdefault((rank, memory_kind(name or "")), []).append((dur or 0, _bytes(args)))
+    if table.num_rows == 0:
+        return []
+    names = pc.dictionary_encode(pc.fill_null(table["name"], "")).combine_chunks()
+    kinds = pa.array([memory_kind(n) for n in names.dictionary.to_pylist()], pa.string())
+    found = pc.extract_regex(pc.fill_null(table["args"], ""), r'"bytes":\s*(?P<b>[0-9]+)[,}\s]')
+    dur = pc.fill_null(table["dur"], 0)
+    sized = pc.and_(pc.is_valid(found), pc.greater(dur, 0))
+    size = pc.if_else(sized, pc.cast(pc.struct_field(found, [0]), pa.int64()), None)
+    frame = pa.table({
+        "rank": table["rank"],
+        "kind": kinds.take(names.indices),
+        "dur": dur,
+        "bytes": size,
+        "sized_ns": pc.if_else(sized, dur, 0),
+        "rate": pc.divide(pc.cast(size, pa.float64()), pc.cast(dur, pa.float64())),
+    })  # fmt: skip
+    groups = frame.group_by(["rank", "kind"]).aggregate(
+        [("dur", "count"), ("dur", "sum"), ("bytes", "sum"), ("sized_ns", "sum"), ("rate", "max")]
+    )
     rows = []
-    for (rank, kind), copies in sorted(groups.items()):
-        durs = np.array([d for d, _ in copies], np.int64)
-        sized = [(d, b) for d, b in copies if b is not None and d > 0]
-        total_bytes = sum(b for _, b in sized) if sized else None
-        sized_ns = sum(d for d, _ in sized)
+    for g in groups.sort_by([("rank", "ascending"), ("kind", "ascending")]).to_pylist():
+        total, sized_ns = g["bytes_sum"], g["sized_ns_sum"]
         rows.append(
             {
-                "rank": rank,
-                "kind": kind,
-                "count": len(copies),
-                "total_ns": int(durs.sum()),
-                "bytes": total_bytes,
+                "rank": g["rank"],
+                "kind": g["kind"],
+                "count": g["dur_count"],
+                "total_ns": g["dur_sum"],
+                "bytes": total,
                 # bytes per ns = GB/s, over the copies whose size is known
-                "gbps": round(total_bytes / sized_ns, 3) if total_bytes and sized_ns else None,
-                "max_gbps": round(max(b / d for d, b in sized), 3) if sized else None,
+                "gbps": round(total / sized_ns, 3) if total and sized_ns else None,
+                "max_gbps": round(g["rate_max"], 3) if g["rate_max"] is not None else None,
             }
         )
     return rows
-
-
-def _bytes(args: str | None) -> int | None:
-    try:
-        value = json.loads(args).get("bytes") if args else None
-    except (ValueError, AttributeError):
-        return None
-    return int(value) if isinstance(value, int | float) and value >= 0 else None
 
 
 SCHEMA = pa.schema(

@@ -113,8 +113,9 @@ def build_report(
         events = frame_source.rows if step is None else _during(frame_source.rows, mine[0])
         figures = (rows["temporal"][-1], rows["overlap"][-1])
         ids = Ids(source.run_idx, gpu.rank)
-        found += rank_findings(gpu, whole, events, figures, len(mine), source.run_idx)
-        found += cpu_findings(RankEvents(gpu.rank, CpuEvents.of(events), whole, mine, ids))
+        cpu = CpuEvents.of(events)
+        found += rank_findings(gpu, whole, cpu, figures, len(mine), source.run_idx)
+        found += cpu_findings(RankEvents(gpu.rank, cpu, whole, mine, ids))
     bound_by: dict[int, dict[str, object]] = {}
     if not hta_compatible:
         instances, per_rank, stragglers = collectives.collective_rows(
