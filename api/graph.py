@@ -68,6 +68,7 @@ class Graph:
         max_json_bytes: int | None = None,
         max_gzip_ratio: float | None = None,
         jobs: int | None = None,
+        ray: str | None = None,
         replace: bool = False,
         progress: Progress | None = None,
     ) -> IngestResult:
@@ -76,8 +77,10 @@ class Graph:
         `rank` names the rank of a single-rank file that does not say it; `rank_of_pid` the
         ranks of a merged file's pids that name none; `max_json_bytes` and `max_gzip_ratio`
         raise the limits on what a file may hold (see `ParseOptions`); `jobs` worker processes
-        parse files in parallel (None: the cores, where there are several large files);
-        `replace` replaces a run of the same name (in the same all-or-nothing write)."""
+        parse files in parallel (None: the cores, where there are several large files); `ray`
+        ("auto", "local" or a cluster's address) parses them as Ray tasks instead (a Ray the
+        caller initialized is used as it is); `replace` replaces a run of the same name (in
+        the same all-or-nothing write)."""
         if not paths:
             raise TracegraphError("ingest: name at least one trace file or folder")
         parse = ParseOptions(
@@ -87,7 +90,7 @@ class Graph:
             max_gzip_ratio=max_gzip_ratio,
         )
         options = IngestOptions(
-            run=run, parse=parse, recursive=recursive, jobs=jobs, replace=replace
+            run=run, parse=parse, recursive=recursive, jobs=jobs, ray=ray, replace=replace
         )
         return ingest_files([Path(p) for p in paths], self.path, options, progress)
 

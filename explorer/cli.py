@@ -167,7 +167,13 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="worker processes that parse files in parallel (default: the cores, where there "
-        "are several files and over 64 MiB of them; 1: none)",
+        "are several files and over 64 MiB of them; 1: none); with --ray, files in flight",
+    )
+    p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="parse files as tasks on a Ray cluster: auto (the one running here), local (a new "
+        "instance on this machine) or its address; needs tracegraph[ray]",
     )
     p.set_defaults(handler=_ingest)
 
@@ -353,6 +359,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(handler=_explore)
 
+    p = sub.add_parser("serve", help="the TUI in a browser (needs tracegraph[serve])")
+    options.database(p)
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
+    p.add_argument("--keymap", type=Path, metavar="FILE", help="your keys, as for explore")
+    p.add_argument(
+        "--public-url",
+        metavar="URL",
+        help="the address browsers reach the server by, where that is not http://HOST:PORT "
+        "(e.g. --host 0.0.0.0, or behind a proxy)",
+    )
+    p.set_defaults(handler=_serve)
+
     p = sub.add_parser("queries", help="list canned queries with their parameters")
     p.set_defaults(handler=_queries)
 
@@ -382,6 +401,7 @@ def _ingest(args: argparse.Namespace) -> int:
             max_json_bytes=max_json,
             max_gzip_ratio=max_ratio,
             jobs=args.jobs,
+            ray=args.ray,
             replace=args.replace,
             progress=progress,
         )
@@ -1036,6 +1056,24 @@ def _explore(args: argparse.Namespace) -> int:
     if args.keymap is not None:
         load_keymap(args.keymap)  # a bad file is one line, before the app starts
     return run_app(db, keymap_file=args.keymap)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from .serve import serve  # textual-serve loads only for serving
+
+    return serve(
+        args.db,
+        host=args.host,
+        port=args.port,
+        keymap_file=args.keymap,
+        public_url=args.public_url,
+    )
+
+
+def _port(text: str) -> int:
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"{text!r}: a port is 1..65535")
+    return int(text)
 
 
 def _open(db: Path, timeout_ms: int = 60_000) -> AbstractContextManager[GraphStore]:

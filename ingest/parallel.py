@@ -25,13 +25,14 @@ import multiprocessing
 import pickle
 import signal
 import sys
+import time
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 
@@ -58,6 +59,18 @@ class FileOutcome:
     ranks: list[bytes]
     not_a_trace: str | None = None
     too_many: bool = False
+    work_s: float = 0.0  # the worker's time on the file
+    peak_rss_bytes: int = 0  # the worker process's peak resident memory so far
+
+
+@dataclass(frozen=True)
+class FileWork:
+    """What preparing one file cost its worker (reported by `ingest`, for the fleet numbers)."""
+
+    path: Path
+    ranks: int
+    work_s: float
+    peak_rss_bytes: int
 
 
 def prepare_file(
@@ -70,6 +83,7 @@ def prepare_file(
 ) -> FileOutcome:
     """Parse one file and prepare each of its ranks (in a worker); with `archive_dir`, write
     each rank's archive rows there rather than send them back."""
+    started = time.perf_counter()
     limit = STREAM_BYTES if options.stream_bytes is None else options.stream_bytes
     traces = rank_traces(path, options)
     ranks: list[bytes] = []
@@ -92,7 +106,16 @@ def prepare_file(
         return FileOutcome([], why)
     finally:
         traces.close()
-    return FileOutcome(ranks)
+    return FileOutcome(ranks, work_s=time.perf_counter() - started, peak_rss_bytes=_peak_rss())
+
+
+def _peak_rss() -> int:
+    """This process's peak resident memory in bytes (ru_maxrss is KiB on Linux)."""
+    try:
+        import resource
+    except ImportError:  # not on Windows
+        return 0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _pack(prepared: PreparedRank) -> bytes:
@@ -142,48 +165,89 @@ def _json_size(path: Path) -> int:
     return size * 4 if gzipped else size
 
 
+class WorkerLost(Exception):
+    """A worker died (or its node left) while it prepared a file; the message says why."""
+
+
+class FilePool(Protocol):
+    """Where files are prepared: `slots` of them at once (a local process pool, or Ray)."""
+
+    slots: int
+
+    def submit(self, source: _Source, options: ParseOptions, run: str, run_idx: int) -> object:
+        """Start preparing `source`; a handle for `result`."""
+        ...
+
+    def result(self, handle: object) -> FileOutcome:
+        """The file's outcome (a worker's error raised as itself)."""
+        ...
+
+    def close(self, failed: bool) -> None:
+        """Release the workers; on a failure, stop them now rather than at their end."""
+        ...
+
+
+class ProcessFilePool:
+    """Spawned local worker processes that write their ranks' archive rows themselves."""
+
+    def __init__(self, jobs: int, archive_dir: Path | None) -> None:
+        self.slots = jobs
+        self.archive_dir = archive_dir
+        with _main_hidden():
+            self.pool = ProcessPoolExecutor(
+                max_workers=jobs,
+                mp_context=multiprocessing.get_context("spawn"),
+                initializer=_die_with_parent,
+            )
+
+    def submit(
+        self, source: _Source, options: ParseOptions, run: str, run_idx: int
+    ) -> Future[FileOutcome]:
+        in_folder = source.folder is not None
+        with _main_hidden():  # workers start on demand
+            return self.pool.submit(
+                prepare_file, source.path, in_folder, options, run, run_idx, self.archive_dir
+            )
+
+    def result(self, handle: object) -> FileOutcome:
+        assert isinstance(handle, Future)
+        try:
+            return handle.result()
+        except BrokenProcessPool as exc:
+            raise WorkerLost(
+                "a worker process died while files were prepared (out of memory? try fewer --jobs)"
+            ) from exc
+
+    def close(self, failed: bool) -> None:
+        if failed:
+            _terminate(self.pool)
+        else:
+            self.pool.shutdown(wait=True)
+
+
 def prepare_in_parallel(
     found: list[_Source],
     options: ParseOptions,
     run: str,
     run_idx: int,
-    jobs: int,
+    pool: FilePool,
     seen: _Files,
     report: Progress,
-    archive_dir: Path | None = None,
+    work: list[FileWork] | None = None,
 ) -> Generator[PreparedRank, None, None]:
-    """The prepared ranks of every file, in file order (see the module docstring); workers
-    write each rank's archive rows into `archive_dir` themselves."""
-    context = multiprocessing.get_context("spawn")
-    with _main_hidden():
-        pool = ProcessPoolExecutor(
-            max_workers=jobs, mp_context=context, initializer=_die_with_parent
-        )
-    pending: deque[Future[FileOutcome]] = deque()
+    """The prepared ranks of every file, in file order, `pool.slots` files in flight (see the
+    module docstring); each file's worker time and memory appended to `work`."""
+    pending: deque[object] = deque()
     done = False
     try:
         for i, source in enumerate(found):
-            with _main_hidden():  # workers start on demand
-                while len(pending) < jobs and i + len(pending) < len(found):
-                    following = found[i + len(pending)]
-                    pending.append(
-                        pool.submit(
-                            prepare_file,
-                            following.path,
-                            following.folder is not None,
-                            options,
-                            run,
-                            run_idx,
-                        )  # fmt: skip
-                    )
+            while len(pending) < pool.slots and i + len(pending) < len(found):
+                pending.append(pool.submit(found[i + len(pending)], options, run, run_idx))
             report("ingest", i, len(found))
             try:
-                outcome = pending.popleft().result()
-            except BrokenProcessPool as exc:
-                raise IngestError(
-                    f"{source.path}: a worker process died while files were prepared (out of "
-                    "memory? try fewer --jobs)"
-                ) from exc
+                outcome = pool.result(pending.popleft())
+            except WorkerLost as exc:
+                raise IngestError(f"{source.path}: {exc}") from exc.__cause__
             if outcome.too_many:  # a large file of several ranks: here, rank by rank
                 yield from _in_process(source, options, run, run_idx, seen)
                 continue
@@ -191,6 +255,9 @@ def prepare_in_parallel(
                 seen.skip(source, outcome.not_a_trace)
                 continue
             seen.parsed(source)
+            if work is not None:
+                work.append(FileWork(source.path, len(outcome.ranks), outcome.work_s,
+                                     outcome.peak_rss_bytes))  # fmt: skip
             ranks = outcome.ranks
             del outcome
             while ranks:
@@ -200,10 +267,7 @@ def prepare_in_parallel(
                 del prepared
         done = True
     finally:
-        if done:
-            pool.shutdown(wait=True)
-        else:  # a failure, or the consumer stopped: stop the workers now, not at their end
-            _terminate(pool)
+        pool.close(failed=not done)
     seen.finish(found)
     report("ingest", len(found), len(found))
 

@@ -14,7 +14,7 @@ import pyarrow as pa
 
 from . import archive, collectives, schema
 from .errors import IngestError, TraceFormatError
-from .parallel import prepare_in_parallel
+from .parallel import FilePool, FileWork, ProcessFilePool, prepare_in_parallel
 from .parse import DROP_REASONS, ParseOptions, RankTrace
 from .prepare import PreparedRank, RankSummary, prepare_rank
 from .read import file_traces, sweep_spills
@@ -36,6 +36,10 @@ class IngestOptions:
     # cores where there are several files and enough to parse (AUTO_JOBS_BYTES), else 1
     jobs: int | None = None
     replace: bool = False  # a run of the same name is replaced (else that is an error)
+    # files prepared as tasks on a Ray cluster: "auto" (the one running here), "local" (a new
+    # instance on this machine) or its address; `jobs` then counts files in flight (default:
+    # the cluster's CPUs)
+    ray: str | None = None
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,8 @@ class IngestResult:
     # (what, why): files found in a folder that are JSON but no trace (name within the folder),
     # and events a rank's file held that were left out ("3 event(s) of rank 0 in FILE")
     skipped: tuple[tuple[str, str], ...] = ()
+    # per file prepared by a worker (local or Ray): its ranks, time and the worker's memory
+    work: tuple[FileWork, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -119,6 +125,7 @@ def ingest(
     report = progress or (lambda stage, done, total: None)
     run = options.run or _default_run_name(paths, [s.path for s in found])
     files: list[Path] = []  # the files ingested, filled as they are parsed
+    work: list[FileWork] = []
     skipped: list[tuple[str, str]] = []
     spill_at = db.with_name(f".{db.name}.spill")
     parse_options = replace(options.parse, spill_at=options.parse.spill_at or spill_at)
@@ -141,10 +148,10 @@ def ingest(
             # traces again.
             writer = archive.ArchiveWriter(db, run_idx)
             seen = _Files(files, skipped, writer.add_source)
-            jobs = _jobs(options.jobs, found)
-            if jobs > 1:
+            pool = _pool(options, found, writer.partial)
+            if pool is not None:
                 prepared = prepare_in_parallel(
-                    found, parse_options, run, run_idx, jobs, seen, report, writer.partial
+                    found, parse_options, run, run_idx, pool, seen, report, work
                 )
             else:
                 traces = _rank_traces(found, parse_options, report, seen)
@@ -161,7 +168,20 @@ def ingest(
         raise
     if replaced is not None:
         shutil.rmtree(replaced, ignore_errors=True)
-    return replace(result, skipped=(*skipped, *_dropped_events(result.ranks)))
+    return replace(result, skipped=(*skipped, *_dropped_events(result.ranks)), work=tuple(work))
+
+
+def _pool(options: IngestOptions, found: list[_Source], archive_dir: Path) -> FilePool | None:
+    """Where files are prepared: Ray when asked, else local workers where they pay (None: in
+    this process)."""
+    if options.ray is not None:
+        if options.jobs is not None and options.jobs < 1:
+            raise IngestError(f"--jobs {options.jobs}: at least 1")
+        from .ray_pool import RayFilePool  # Ray is an optional extra
+
+        return RayFilePool(options.ray, options.jobs)
+    jobs = _jobs(options.jobs, found)
+    return ProcessFilePool(jobs, archive_dir) if jobs > 1 else None
 
 
 AUTO_JOBS_BYTES = 64 << 20  # below this much trace data, starting workers costs more than it saves

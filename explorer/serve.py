@@ -1,0 +1,90 @@
+"""`tracegraph serve`: the explorer in a browser, through textual-serve (the `serve` extra).
+
+textual-serve starts one `tracegraph explore DB` process per browser tab and relays its terminal
+over a websocket, so the served explorer is the terminal one. What can be refused (no extra, a
+database that cannot be explored, a bad keymap, a port in use) is refused here, before serving,
+as one TracegraphError line.
+"""
+
+from __future__ import annotations
+
+import errno
+import shlex
+import socket
+import sys
+from pathlib import Path
+
+import tracegraph
+from tracegraph.ingest.errors import TracegraphError
+
+from .keymap import load_keymap
+
+EXTRA_HINT = "pip install 'tracegraph[serve]'"
+
+
+class ServeError(TracegraphError):
+    """The explorer cannot be served: a missing extra, a bad database, a taken port."""
+
+
+def explore_command(db: Path, keymap_file: Path | None = None) -> str:
+    """The shell command textual-serve runs per browser tab: this Python's `tracegraph explore`."""
+    argv = [sys.executable, "-m", "tracegraph.explorer.cli", "explore", str(db.resolve())]
+    if keymap_file is not None:
+        argv += ["--keymap", str(keymap_file.resolve())]
+    return shlex.join(argv)
+
+
+def serve(
+    db: Path,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    keymap_file: Path | None = None,
+    public_url: str | None = None,
+) -> int:
+    """Serve the explorer on `db` at http://host:port until interrupted; the exit code.
+    `public_url` is the address browsers reach it by, where that is not host:port (listening
+    on 0.0.0.0, behind a proxy)."""
+    try:
+        from textual_serve.server import Server
+    except ImportError as exc:
+        raise ServeError(f"serve needs the optional textual-serve package: {EXTRA_HINT}") from exc
+    with tracegraph.open(db).reading():
+        pass  # each tab's explorer opens it again; refused here, not in the browser
+    if keymap_file is not None:
+        load_keymap(keymap_file)
+    check_port(host, port)
+    server = Server(
+        explore_command(db, keymap_file),
+        host=host,
+        port=port,
+        title=f"tracegraph {db}",
+        public_url=public_url,
+    )
+    try:
+        server.serve()
+    except OSError as exc:  # taken between check_port and the bind
+        raise ServeError(_listen_problem(host, port, exc)) from exc
+    return 0
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a host that does not resolve, or a port another process listens on."""
+    try:
+        addresses = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise ServeError(_listen_problem(host, port, exc)) from exc
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            # as aiohttp binds: SO_REUSEADDR, so a closed server's TIME_WAIT does not count
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise ServeError(_listen_problem(host, port, exc)) from exc
+
+
+def _listen_problem(host: str, port: int, exc: OSError) -> str:
+    where = f"cannot serve on {host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return f"{where}: the port is in use (choose another with --port)"
+    return f"{where}: {exc.strerror or exc}"

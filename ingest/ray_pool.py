@@ -1,0 +1,126 @@
+"""An ingest's per-file work as Ray tasks (`ingest --ray auto|local|ADDRESS`).
+
+The same work as the local process pool (`parallel.prepare_file`), on a Ray cluster: each task
+parses one file and prepares its ranks; the main process takes the outcomes in file order and
+loads them in its one transaction. Unlike a local worker, a task sends its archive rows back
+(its node need not share this machine's disk) and spills to its own node's temp folder; the
+trace files must be readable at the same path on every node (NFS, or a local instance).
+A task is retried where its worker or node is lost (the work is pure), never on a trace error.
+
+Ray is an optional extra (`tracegraph[ray]`); only this module imports it.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from .errors import IngestError
+from .parallel import FileOutcome, WorkerLost, prepare_file
+
+if TYPE_CHECKING:
+    from .parse import ParseOptions
+    from .pipeline import _Source
+
+TASK_RETRIES = 2  # a lost worker or node; a trace error is raised at once
+
+
+class RayFilePool:
+    """Files prepared as Ray tasks, `slots` at once (default: the cluster's CPUs)."""
+
+    def __init__(self, address: str, jobs: int | None = None) -> None:
+        self.ray = _ray()
+        self.started = _connect(self.ray, address)
+        cpus = int(self.ray.cluster_resources().get("CPU", 1))
+        self.slots = max(1, jobs if jobs is not None else cpus)
+        self.task = self.ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(prepare_file)
+        self.refs: list[Any] = []
+
+    def submit(self, source: _Source, options: ParseOptions, run: str, run_idx: int) -> object:
+        # the node's own temp folder for spills: this machine's may not exist there
+        ref = self.task.remote(
+            source.path, source.folder is not None, replace(options, spill_at=None), run, run_idx
+        )
+        self.refs.append(ref)
+        return ref
+
+    def result(self, handle: object) -> FileOutcome:
+        exceptions = self.ray.exceptions
+        try:
+            outcome = self.ray.get(handle)
+        except exceptions.RayTaskError as exc:
+            cause = getattr(exc, "cause", None)
+            if isinstance(cause, Exception):  # the task's own error (a bad trace): as itself
+                raise cause from None
+            raise WorkerLost(f"a Ray task failed: {_first_line(exc)}") from exc
+        except exceptions.RayError as exc:
+            raise WorkerLost(
+                f"a Ray worker or node was lost while files were prepared ({_first_line(exc)})"
+            ) from exc
+        self.refs.remove(handle)
+        assert isinstance(outcome, FileOutcome)
+        return outcome
+
+    def close(self, failed: bool) -> None:
+        if failed:
+            for ref in self.refs:
+                self.ray.cancel(ref, force=True)
+        self.refs.clear()
+        if self.started:
+            self.ray.shutdown()
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise IngestError(
+            "--ray needs Ray, which is not installed: pip install 'tracegraph[ray]'"
+        ) from None
+    return ray
+
+
+def _connect(ray: Any, address: str) -> bool:
+    """Join the cluster at `address` ('auto': the one running here, 'local': a new instance on
+    this machine); True when this call connected (and so disconnects at the end). A Ray that
+    the caller initialized itself is used as it is."""
+    _check_answers(address)
+    if ray.is_initialized():
+        return False
+    quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
+    try:
+        if address == "local":
+            ray.init(include_dashboard=False, **quiet)
+        else:
+            ray.init(address=address, **quiet)
+    except ConnectionError as exc:
+        hint = " (start one: `ray start --head`; or --ray local)" if address == "auto" else ""
+        raise IngestError(
+            f"--ray {address}: no Ray cluster to join{hint}: {_first_line(exc)}"
+        ) from None
+    except (ValueError, RuntimeError) as exc:
+        raise IngestError(f"--ray {address}: {_first_line(exc)}") from None
+    return True
+
+
+def _check_answers(address: str) -> None:
+    """A HOST:PORT that nothing listens on is an error now: Ray itself retries for minutes."""
+    if address in ("auto", "local") or "://" in address:
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise IngestError(f"--ray {address}: not auto, local, HOST:PORT or ray://HOST:PORT")
+    try:
+        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as exc:
+        raise IngestError(f"--ray {address}: no Ray cluster answers there ({exc})") from None
+
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,122 @@
+"""`ingest --ray`: files prepared as tasks on a Ray cluster (a local instance the tests start,
+`ray.init(num_cpus=2)`) give the database, archive and errors one process gives."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
+from tracegraph.ingest.errors import IngestError, TraceFormatError
+from tracegraph.ingest.pipeline import IngestOptions, ingest
+
+from ..conftest import TRACES, needs_traces
+from .test_parallel import archived, dump
+
+ray = pytest.importorskip("ray", reason="the ray extra (tracegraph[ray]) is not installed")
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A local Ray instance of 2 CPUs for this module; its address."""
+    context = ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        yield context.address_info["gcs_address"]
+    finally:
+        ray.shutdown()
+
+
+def one_and_ray(paths: list[Path], tmp_path: Path) -> tuple[Path, Path]:
+    one, on_ray = tmp_path / "one.kuzu", tmp_path / "ray.kuzu"
+    ingest(paths, one, IngestOptions(run="job", jobs=1))
+    result = ingest(paths, on_ray, IngestOptions(run="job", ray="auto"))
+    assert len(result.work) == len(result.ranks)  # one file per rank, each prepared by a task
+    assert all(w.work_s > 0 and w.peak_rss_bytes > 0 for w in result.work)
+    return one, on_ray
+
+
+def test_ray_gives_the_database_one_process_gives(cluster: str, tmp_path: Path) -> None:
+    config = SyntheticConfig(ranks=4, steps=2, layers=2, python_stacks=True, annotate=True)
+    folder = tmp_path / "traces"
+    files = write_per_rank(config, folder)
+    gzipped = folder / "rank3.trace.json.gz"
+    gzipped.write_bytes(gzip.compress(files[3].read_bytes()))
+    files[3].unlink()
+    one, on_ray = one_and_ray([folder], tmp_path)
+    want = dump(one)
+    assert len(want["Kernel"]) > 100
+    assert dump(on_ray) == want
+    got, kept = archived(on_ray), archived(one)
+    assert got.keys() == kept.keys() and all(got[k].equals(kept[k]) for k in kept)
+
+
+@needs_traces
+def test_ray_gives_the_same_database_on_a_real_job(cluster: str, tmp_path: Path) -> None:
+    one, on_ray = one_and_ray([TRACES / "cpu_ddp_2r"], tmp_path)
+    assert dump(on_ray) == dump(one)
+
+
+def test_a_task_error_is_the_error_one_process_gives(cluster: str, tmp_path: Path) -> None:
+    job = tmp_path / "job"
+    files = write_per_rank(SyntheticConfig(ranks=3, steps=1, layers=1), job)
+    (job / "meta.json").write_text('{"world_size": 3}')  # no trace: skipped, as without Ray
+    result = ingest([job], tmp_path / "skip.kuzu", IngestOptions(ray="auto"))
+    assert ("meta.json", "not a trace (no traceEvents)") in result.skipped
+
+    data = gzip.compress(files[1].read_bytes())
+    (job / files[1].name).unlink()
+    (job / "rank1.json.gz").write_bytes(data[: len(data) // 2])
+    errors = []
+    for options in (IngestOptions(jobs=1), IngestOptions(ray="auto")):
+        db = tmp_path / f"broken-{options.ray}.kuzu"
+        with pytest.raises(TraceFormatError) as caught:
+            ingest([job], db, options)
+        errors.append((caught.value.path, caught.value.reason))
+        assert not db.exists()  # nothing half-written
+    assert errors[0] == errors[1] and "gzip" in errors[0][1]
+
+
+def test_the_cli_joins_a_cluster_by_its_address(cluster: str, tmp_path: Path) -> None:
+    files = write_per_rank(SyntheticConfig(ranks=2, steps=1, layers=1), tmp_path / "job")
+    db = tmp_path / "cli.kuzu"
+    done = tracegraph("ingest", str(files[0].parent), "--db", str(db), "--ray", cluster)
+    assert done.returncode == 0, done.stderr
+    assert dump(db) == dump(one_process(files, tmp_path))
+
+
+def one_process(files: list[Path], tmp_path: Path) -> Path:
+    db = tmp_path / "one.kuzu"
+    ingest([files[0].parent], db, IngestOptions(jobs=1))
+    return db
+
+
+def test_no_cluster_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    files = write_per_rank(SyntheticConfig(ranks=1, steps=1, layers=1), tmp_path / "job")
+    db = tmp_path / "none.kuzu"
+    done = tracegraph("ingest", str(files[0]), "--db", str(db), "--ray", free_address())
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "no Ray cluster answers" in done.stderr
+    assert not db.exists()
+    with pytest.raises(IngestError, match="not auto, local, HOST:PORT"):
+        ingest(files, db, IngestOptions(ray="somewhere"))
+
+
+def tracegraph(*args: str) -> subprocess.CompletedProcess[str]:
+    cli = shutil.which("tracegraph", path=os.path.dirname(sys.executable))
+    assert cli is not None
+    return subprocess.run([cli, *args], capture_output=True, text=True, timeout=300)
+
+
+def free_address() -> str:
+    """A local port that was free a moment ago, as HOST:PORT."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{s.getsockname()[1]}"
