@@ -27,14 +27,19 @@ EXIT_TIMED_OUT = 2
 
 
 def run_cancellable(
-    store: GraphStore, cypher: str, params: Mapping[str, object], timeout_s: float
+    store: GraphStore,
+    cypher: str,
+    params: Mapping[str, object],
+    timeout_s: float,
+    limit: int | None = None,
 ) -> ResultSet:
-    """`store.run` that Ctrl-C (exit 130) or `timeout_s` (0: none; exit 2) stop promptly."""
+    """`store.run` (its first `limit` rows) that Ctrl-C (exit 130) or `timeout_s` (0: none;
+    exit 2) stop promptly."""
     outcome: list[ResultSet | BaseException] = []
 
     def work() -> None:
         try:
-            outcome.append(store.run(cypher, params))
+            outcome.append(store.run(cypher, params, limit=limit))
         except BaseException as exc:  # noqa: BLE001 - handed to the main thread
             outcome.append(exc)
 

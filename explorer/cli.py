@@ -203,6 +203,9 @@ def _parser() -> argparse.ArgumentParser:
         help="allow LOAD FROM, which reads host files (queries are read-only and confined "
         "to the database otherwise)",
     )
+    p.add_argument(
+        "--limit", type=int, metavar="N", help="print the first N rows only (stderr says so)"
+    )
     p.set_defaults(handler=_query)
 
     p = sub.add_parser("edges", help="build a dependency edge set: HTA's graph, or native")
@@ -515,12 +518,20 @@ def _query(args: argparse.Namespace) -> int:
         raise UsageError("query needs a Cypher statement or --canned NAME")
     if not (args.timeout_s >= 0 and math.isfinite(args.timeout_s)):
         raise UsageError(f"--timeout-s {args.timeout_s}: expected seconds >= 0")
+    if args.limit is not None and args.limit < 1:
+        raise UsageError(f"--limit {args.limit}: at least 1")
     with _open(args.db, timeout_ms=int(args.timeout_s * 1000)) as store:
         if args.canned:
             check_run(store, params)
-        result = run_cancellable(store, cypher, params, args.timeout_s)
+        result = run_cancellable(store, cypher, params, args.timeout_s, args.limit)
     output.write(sys.stdout, result.table, args.format, max_width=options.max_width(args))
-    print(f"{result.table.num_rows} row(s) in {result.elapsed_s * 1000:.0f} ms", file=sys.stderr)
+    rows = result.table.num_rows
+    shown = (
+        f"the first {rows} row(s) (--limit; there are more)"
+        if result.truncated
+        else (f"{rows} row(s)")
+    )
+    print(f"{shown} in {result.elapsed_s * 1000:.0f} ms", file=sys.stderr)
     return 0
 
 
@@ -983,7 +994,7 @@ def _demo(args: argparse.Namespace) -> int:
     _info(argparse.Namespace(db=args.db, format="table"))
     with _open(args.db) as store:
         for name, title in (("step-times", "step times"), ("collective-skew", "collectives")):
-            rows = store.run(canned_query(name).cypher, {"run": "demo"}, limit=8)
+            rows = store.run(canned_query(name).cypher, {"run": "demo"})
             print(f"{title} (tracegraph query {args.db} --canned {name} --param run=demo):")
             print(_indent(output.render(rows.table)))
         diff = diff_edge_sets(store, "native:hta-0.5.0", "native:traceinsight-0.6.1", run="demo")

@@ -10,7 +10,9 @@ template arguments (without their namespaces) where two kernels differ only ther
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 
 ELLIPSIS = "…"
@@ -21,6 +23,12 @@ _QUALIFIER = re.compile(r"(?:\(anonymous namespace\)|[A-Za-z_]\w*)::")
 def shorten_all(names: Sequence[str], width: int) -> list[str]:
     """Each name at most `width` characters, shortened only as far as needed, and no two that
     differ made alike where the width allows it."""
+    distinct = list(dict.fromkeys(names))  # a column repeats names: each is shortened once
+    short = dict(zip(distinct, _shorten_distinct(distinct, width), strict=True))
+    return [short[n] for n in names]
+
+
+def _shorten_distinct(names: list[str], width: int) -> list[str]:
     out = list(names)
     long = [i for i, n in enumerate(out) if len(n) > width]
     if not long:
@@ -28,27 +36,37 @@ def shorten_all(names: Sequence[str], width: int) -> list[str]:
     steps: list[Callable[[str], str]] = [
         _drop_return_type, _drop_parameters, _drop_namespaces, _drop_templates
     ]  # fmt: skip
-    forms: list[list[str]] = []  # each level's form of every name
-    current = list(names)
+    forms: list[list[str]] = [names]  # each level's form of every name (level 0: as they are)
     for step in steps:
-        current = [step(n) for n in current]
-        forms.append(current)
-    owners: list[dict[str, set[str]]] = []  # form → the different names that take it
-    for shortened in forms:
-        owners.append({})
-        for original, form in zip(names, shortened, strict=True):
-            owners[-1].setdefault(form, set()).add(original)
+        forms.append([step(n) for n in forms[-1]])
+    owners = [Counter(level) for level in forms]  # form → how many different names take it
+    alike: list[dict[str, int] | None] = [None] * len(forms)  # form → its longest shared prefix
     for i in long:
-        best, peers = names[i], [n for n in names if n != names[i]]
-        for level, shortened in enumerate(forms):
-            if len(owners[level][shortened[i]]) > 1:
+        level = 0
+        for following in range(1, len(forms)):
+            if owners[following][forms[following][i]] > 1:
                 break  # this much would make two names alike
-            best = shortened[i]
-            peers = [f for f, n in zip(shortened, names, strict=True) if n != names[i]]
-            if len(best) <= width:
+            level = following
+            if len(forms[level][i]) <= width:
                 break
-        out[i] = best if len(best) <= width else _cut(best, peers, width)
+        best = forms[level][i]
+        if len(best) > width:
+            shared = alike[level]
+            if shared is None:
+                shared = alike[level] = _shared_prefixes(forms[level])
+            best = _cut(best, shared[best], width)
+        out[i] = best
     return out
+
+
+def _shared_prefixes(forms: Sequence[str]) -> dict[str, int]:
+    """Each distinct form's longest common prefix with any other (its neighbours once sorted)."""
+    ordered = sorted(set(forms))
+    shared = dict.fromkeys(ordered, 0)
+    for a, b in itertools.pairwise(ordered):
+        n = _common_prefix(a, b)
+        shared[a], shared[b] = max(shared[a], n), max(shared[b], n)
+    return shared
 
 
 def _drop_return_type(name: str) -> str:
@@ -94,10 +112,9 @@ def _drop_templates(name: str) -> str:
     return "".join(out)
 
 
-def _cut(name: str, peers: Sequence[str], width: int) -> str:
-    """`width` characters of `name` that show where it first differs from the most similar
-    of `peers` (its start, where nothing is alike)."""
-    differs = max((_common_prefix(name, p) for p in peers), default=0)
+def _cut(name: str, differs: int, width: int) -> str:
+    """`width` characters of `name` that show where it first differs (at `differs`) from the
+    most similar other name (its start, where nothing is alike)."""
     start = 0 if differs < width - 8 else min(differs - width // 3, len(name) - width + 1)
     start = max(start, 0)
     head = ELLIPSIS if start > 0 else ""

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import secrets
 import shutil
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,6 +39,18 @@ def archive_root(db: Path) -> Path:
     return target.with_name(target.name + ".archive")
 
 
+def is_partial_of(folder: Path, token: str) -> bool:
+    """`folder` is the partial archive of the writer whose token is `token` (as seen from a
+    worker, perhaps on another machine, which may see no such folder or another one)."""
+    try:
+        return (folder / WRITER).read_text() == token
+    except OSError:
+        return False
+
+
+WRITER = ".writer"
+
+
 def run_folder(db: Path, run_idx: int, ingested_at: str) -> Path:
     key = hashlib.sha256(ingested_at.encode()).hexdigest()[:12]
     return archive_root(db) / f"run-{run_idx}-{key}"
@@ -50,8 +63,11 @@ class ArchiveWriter:
         self.db, self.run_idx = Path(db), run_idx
         self.partial = archive_root(db) / f".partial-{run_idx}-{os.getpid()}"
         shutil.rmtree(self.partial, ignore_errors=True)
+        # a worker on another machine writes rows here only where it sees this very folder
+        self.token = secrets.token_hex(8)
         with self._errors():
             (self.partial / SOURCES).mkdir(parents=True)
+            (self.partial / WRITER).write_text(self.token)
         self._copier = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegraph-archive")
         self._copies: dict[str, Future[str]] = {}
 

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 
-from .archive import write_rank
+from .archive import is_partial_of, write_rank
 from .errors import IngestError, TraceFormatError
 from .parse import ParseOptions
 from .prepare import PreparedRank, prepare_rank
@@ -80,10 +80,14 @@ def prepare_file(
     run: str,
     run_idx: int,
     archive_dir: Path | None = None,
+    archive_token: str | None = None,
 ) -> FileOutcome:
-    """Parse one file and prepare each of its ranks (in a worker); with `archive_dir`, write
-    each rank's archive rows there rather than send them back."""
+    """Parse one file and prepare each of its ranks (in a worker). Where this worker sees the
+    run's partial archive `archive_dir` (the folder whose writer's token is `archive_token`:
+    this machine, or a disk shared with it), it writes each rank's archive rows there rather
+    than send them back."""
     started = time.perf_counter()
+    writes_archive = archive_dir is not None and is_partial_of(archive_dir, archive_token or "")
     limit = STREAM_BYTES if options.stream_bytes is None else options.stream_bytes
     traces = rank_traces(path, options)
     ranks: list[bytes] = []
@@ -93,7 +97,8 @@ def prepare_file(
                 return FileOutcome([], too_many=True)
             prepared = prepare_rank(trace, run, run_idx)
             del trace
-            if archive_dir is not None:
+            if writes_archive:
+                assert archive_dir is not None
                 write_rank(archive_dir, prepared.rank, prepared.archive_rows)
                 empty = prepared.archive_rows.slice(0, 0)
                 prepared = replace(prepared, archive_rows=empty, archived=True)
@@ -190,9 +195,9 @@ class FilePool(Protocol):
 class ProcessFilePool:
     """Spawned local worker processes that write their ranks' archive rows themselves."""
 
-    def __init__(self, jobs: int, archive_dir: Path | None) -> None:
+    def __init__(self, jobs: int, archive_dir: Path, archive_token: str) -> None:
         self.slots = jobs
-        self.archive_dir = archive_dir
+        self.archive = (archive_dir, archive_token)
         with _main_hidden():
             self.pool = ProcessPoolExecutor(
                 max_workers=jobs,
@@ -206,7 +211,7 @@ class ProcessFilePool:
         in_folder = source.folder is not None
         with _main_hidden():  # workers start on demand
             return self.pool.submit(
-                prepare_file, source.path, in_folder, options, run, run_idx, self.archive_dir
+                prepare_file, source.path, in_folder, options, run, run_idx, *self.archive
             )
 
     def result(self, handle: object) -> FileOutcome:

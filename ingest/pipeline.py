@@ -148,7 +148,7 @@ def ingest(
             # traces again.
             writer = archive.ArchiveWriter(db, run_idx)
             seen = _Files(files, skipped, writer.add_source)
-            pool = _pool(options, found, writer.partial)
+            pool = _pool(options, found, (writer.partial, writer.token))
             if pool is not None:
                 prepared = prepare_in_parallel(
                     found, parse_options, run, run_idx, pool, seen, report, work
@@ -171,7 +171,9 @@ def ingest(
     return replace(result, skipped=(*skipped, *_dropped_events(result.ranks)), work=tuple(work))
 
 
-def _pool(options: IngestOptions, found: list[_Source], archive_dir: Path) -> FilePool | None:
+def _pool(
+    options: IngestOptions, found: list[_Source], archive: tuple[Path, str]
+) -> FilePool | None:
     """Where files are prepared: Ray when asked, else local workers where they pay (None: in
     this process)."""
     if options.ray is not None:
@@ -179,9 +181,9 @@ def _pool(options: IngestOptions, found: list[_Source], archive_dir: Path) -> Fi
             raise IngestError(f"--jobs {options.jobs}: at least 1")
         from .ray_pool import RayFilePool  # Ray is an optional extra
 
-        return RayFilePool(options.ray, options.jobs)
+        return RayFilePool(options.ray, options.jobs, archive)
     jobs = _jobs(options.jobs, found)
-    return ProcessFilePool(jobs, archive_dir) if jobs > 1 else None
+    return ProcessFilePool(jobs, *archive) if jobs > 1 else None
 
 
 AUTO_JOBS_BYTES = 64 << 20  # below this much trace data, starting workers costs more than it saves

@@ -2,9 +2,10 @@
 
 The same work as the local process pool (`parallel.prepare_file`), on a Ray cluster: each task
 parses one file and prepares its ranks; the main process takes the outcomes in file order and
-loads them in its one transaction. Unlike a local worker, a task sends its archive rows back
-(its node need not share this machine's disk) and spills to its own node's temp folder; the
-trace files must be readable at the same path on every node (NFS, or a local instance).
+loads them in its one transaction. A task writes its ranks' archive rows where its node sees
+the run's partial archive (this machine, or a shared disk) and sends them back where it does
+not; it spills to its own node's temp folder. The trace files must be readable at the same
+path on every node (NFS, or a local instance).
 A task is retried where its worker or node is lost (the work is pure), never on a trace error.
 
 Ray is an optional extra (`tracegraph[ray]`); only this module imports it.
@@ -21,6 +22,8 @@ from .errors import IngestError
 from .parallel import FileOutcome, WorkerLost, prepare_file
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from .parse import ParseOptions
     from .pipeline import _Source
 
@@ -30,19 +33,25 @@ TASK_RETRIES = 2  # a lost worker or node; a trace error is raised at once
 class RayFilePool:
     """Files prepared as Ray tasks, `slots` at once (default: the cluster's CPUs)."""
 
-    def __init__(self, address: str, jobs: int | None = None) -> None:
+    def __init__(
+        self,
+        address: str,
+        jobs: int | None = None,
+        archive: tuple[Path, str] | None = None,
+    ) -> None:
         self.ray = _ray()
         self.started = _connect(self.ray, address)
         cpus = int(self.ray.cluster_resources().get("CPU", 1))
         self.slots = max(1, jobs if jobs is not None else cpus)
         self.task = self.ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(prepare_file)
         self.refs: list[Any] = []
+        self.archive = archive or (None, None)
 
     def submit(self, source: _Source, options: ParseOptions, run: str, run_idx: int) -> object:
         # the node's own temp folder for spills: this machine's may not exist there
-        ref = self.task.remote(
-            source.path, source.folder is not None, replace(options, spill_at=None), run, run_idx
-        )
+        spill_here = replace(options, spill_at=None)
+        in_folder = source.folder is not None
+        ref = self.task.remote(source.path, in_folder, spill_here, run, run_idx, *self.archive)
         self.refs.append(ref)
         return ref
 

@@ -71,6 +71,20 @@ def test_query_with_param_as_csv(ddp_db: Path, capsys: pytest.CaptureFixture[str
 
 
 @needs_traces
+def test_query_limit_prints_the_first_rows_and_says_so(
+    ddp_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cypher = "MATCH (o:Op) WHERE o.run = 'ddp' RETURN o.ev_idx AS i ORDER BY i"
+    code, every, err = _run(capsys, "query", str(ddp_db), cypher, "--format", "csv")
+    assert code == 0 and "(--limit" not in err
+    code, first, err = _run(capsys, "query", str(ddp_db), cypher, "--format", "csv", "--limit", "7")
+    assert code == 0 and "the first 7 row(s) (--limit; there are more)" in err
+    assert first.splitlines() == every.splitlines()[:8]  # the header and 7 rows
+    code, _, err = _run(capsys, "query", str(ddp_db), cypher, "--limit", "0")
+    assert code == 2 and err.count("\n") == 1 and "--limit 0: at least 1" in err
+
+
+@needs_traces
 def test_canned_query_and_listing(ddp_db: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "queries")
     assert code == 0 and "collective-skew" in out and "params: run (string)" in out

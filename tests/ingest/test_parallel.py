@@ -138,3 +138,22 @@ def test_a_failure_stops_the_workers_at_once(tmp_path: Path) -> None:
         ingest([folder], tmp_path / "x.kuzu", IngestOptions(jobs=2))
     assert {p.pid for p in multiprocessing.active_children()} - before == set()
     assert not (tmp_path / "x.kuzu").exists()
+
+
+def test_a_worker_writes_archive_rows_only_where_it_sees_the_writers_folder(
+    tmp_path: Path,
+) -> None:
+    """A worker on a machine that does not share the disk (here: a folder with another
+    writer's token) sends the rows back; one that sees the folder writes them there."""
+    from tracegraph.ingest.parallel import _unpack, prepare_file
+
+    (file,) = write_per_rank(SyntheticConfig(ranks=1, steps=1, layers=1), tmp_path / "t")
+    folder = tmp_path / "partial"
+    folder.mkdir()
+    (folder / archive.WRITER).write_text("theirs")
+    for token, writes in (("mine", False), ("theirs", True)):
+        outcome = prepare_file(file, False, ParseOptions(), "r", 0, folder, token)
+        (prepared,) = [_unpack(packed) for packed in outcome.ranks]
+        assert prepared.archived is writes
+        assert (prepared.archive_rows.num_rows == 0) is writes
+        assert (folder / "rank-0.parquet").exists() is writes, token
