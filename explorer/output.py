@@ -36,8 +36,16 @@ def render(table: pa.Table, fmt: str = "table", max_width: int = DEFAULT_WIDTH) 
         pacsv.write_csv(_plain(table), buffer)
         return buffer.getvalue().decode()
     if fmt == "json":
-        return _json_text(table.to_pylist()) + "\n"
+        return _json_text(_decoded(table).to_pylist()) + "\n"
     return _aligned(table, max_width)
+
+
+def _decoded(table: pa.Table) -> pa.Table:
+    """Dictionary columns as their values: Python rows come far faster from plain arrays."""
+    for i, field in enumerate(table.schema):
+        if pa.types.is_dictionary(field.type):
+            table = table.set_column(i, field.name, table[i].cast(field.type.value_type))
+    return table
 
 
 def write(
@@ -56,7 +64,7 @@ def write(
         _write_aligned(out, table, max_width, batch_rows)
         return
     for i, batch in enumerate(table.to_batches(max_chunksize=batch_rows)):
-        part = pa.Table.from_batches([batch], schema=table.schema)
+        part = _decoded(pa.Table.from_batches([batch], schema=table.schema))
         if fmt == "csv":
             text = render(part, "csv")
             out.write(text if i == 0 else text.split("\n", 1)[1])
@@ -112,6 +120,7 @@ def _write_aligned(out: TextIO, table: pa.Table, max_width: int, batch_rows: int
 
 def _cells(table: pa.Table, max_width: int) -> list[list[str]]:
     """The cells as text, each column's wide names shortened by their structure (names.py)."""
+    table = _decoded(table)
     columns = [
         shorten_all([_cell(v) for v in column.to_pylist()], max_width) for column in table.columns
     ]

@@ -133,10 +133,10 @@ def write_rank(folder: Path, rank: int, rows: pa.Table) -> None:
     pq.write_table(rows, folder / f"rank-{rank}.parquet", compression="zstd")
 
 
-def read_rank(folder: Path, rank: int) -> pa.Table | None:
-    """A rank's archived rows (None: not there or unreadable)."""
+def read_rank(folder: Path, rank: int, columns: list[str] | None = None) -> pa.Table | None:
+    """A rank's archived rows (these columns; None: not there or unreadable)."""
     try:
-        return pq.read_table(folder / f"rank-{rank}.parquet")
+        return pq.read_table(folder / f"rank-{rank}.parquet", columns=columns)
     except (OSError, pa.ArrowException):
         return None
 

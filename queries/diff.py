@@ -7,14 +7,17 @@ type). Edges in both sets may still differ in weight or in whether they lie on t
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracegraph.ingest.edgesets.records import rank_outcomes
+from tracegraph.ingest import archive, schema
+from tracegraph.ingest.edgesets import copies
+from tracegraph.ingest.edgesets.records import edge_set_copy_keys, rank_outcomes
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.runs import resolve_run
 from tracegraph.ingest.store import GraphStore
@@ -128,10 +131,12 @@ def diff_edge_sets(
     """Compare edge sets `a` and `b` of one run (the only run holding both, unless named)."""
     run = _common_run(store, a, b, run)
     _, run_idx = resolve_run(store, run)
-    left = _edges(store, a, run_idx, edge_type, rank)
-    right = _edges(store, b, run_idx, edge_type, rank)
+    folder = archive.run_archive(store.path, store, run_idx)  # the sets' copies, the events
+    keys = edge_set_copy_keys(store, run, run_idx)
+    left = _edges(store, a, run_idx, edge_type, rank, (folder, keys.get(a)))
+    right = _edges(store, b, run_idx, edge_type, rank, (folder, keys.get(b)))
     joined = _outer_join(left, right)
-    edges = _differing(joined, lambda rows: _described(store, run_idx, rank, rows))
+    edges = _differing(joined, lambda rows: _described(store, run_idx, rank, rows, folder))
     return EdgeSetDiff(run, a, b, _counts(joined), _path_lengths(store, a, b, run, rank), edges)
 
 
@@ -152,8 +157,20 @@ def _common_run(store: GraphStore, a: str, b: str, run: str | None) -> str:
 
 
 def _edges(
-    store: GraphStore, name: str, run_idx: int, edge_type: str | None, rank: int | None
+    store: GraphStore,
+    name: str,
+    run_idx: int,
+    edge_type: str | None,
+    rank: int | None,
+    copy: tuple[Path | None, str | None] = (None, None),
 ) -> pa.Table:
+    """The set's edges: from its Parquet copy in the run archive where it has one (`copies`),
+    else from the database."""
+    folder, key = copy
+    if key is not None:
+        table = copies.read_copy(folder, key, edge_type, rank)
+        if table is not None:
+            return table
     params: dict[str, object] = {"edge_set": name}
     filters = ""
     if edge_type is not None:
@@ -163,22 +180,77 @@ def _edges(
     return store.run(_EDGES.format(where=where, filters=filters), params).table
 
 
-def _described(store: GraphStore, run_idx: int, rank: int | None, rows: pa.Table) -> pa.Table:
-    """`rows` with each endpoint's label, name, start, duration and thread."""
+def _described(
+    store: GraphStore, run_idx: int, rank: int | None, rows: pa.Table, folder: Path | None = None
+) -> pa.Table:
+    """`rows` with each endpoint's label, name, start, duration and thread (read from the run
+    archive's events where it holds every endpoint, else from the database)."""
+    nodes = _archived_nodes(folder, run_idx, rows) if folder is not None else None
+    if nodes is None:
+        # a cross-rank edge of rank `rank` ends on another rank: then every rank's nodes
+        only = rank if set(_ranks_of(rows).tolist()) <= {rank} else None
+        nodes = _database_nodes(store, run_idx, only)
+    ids = nodes["id"].to_numpy()
+    # names as dictionaries: each differing edge takes two indices, not two copies of a name
+    values = {
+        c: pc.dictionary_encode(nodes[c]) if pa.types.is_string(nodes[c].type) else nodes[c]
+        for c in DESCRIBED
+    }
+    for end in ("src", "dst"):
+        wanted = rows[end].to_numpy()
+        at = np.minimum(np.searchsorted(ids, wanted), max(len(ids) - 1, 0))
+        found = ids[at] == wanted if len(ids) else np.zeros(len(wanted), bool)
+        index = pa.array(at, mask=~found)  # an end that is no node: null
+        for column in DESCRIBED:
+            taken = values[column].take(index) if len(ids) else pa.nulls(len(wanted))
+            rows = rows.append_column(f"{end}_{column}", taken)
+    return rows
+
+
+def _database_nodes(store: GraphStore, run_idx: int, rank: int | None) -> pa.Table:
     parts = []
     for label in ("Op", "Runtime", "Kernel"):
         table = store.run(_NODES.format(label=label, where=id_filter("n", run_idx, rank))).table
         parts.append(table.append_column("label", pa.array([label] * table.num_rows)))
-    nodes = pa.concat_tables(parts).sort_by("id")
-    ids = nodes["id"].to_numpy()
-    for end in ("src", "dst"):
-        wanted = rows[end].to_numpy()
-        at = np.minimum(np.searchsorted(ids, wanted), max(len(ids) - 1, 0))
-        found = pa.array(ids[at] == wanted) if len(ids) else pa.array(np.zeros(len(wanted), bool))
-        for column in DESCRIBED:
-            values = nodes[column].take(pa.array(at)) if len(ids) else pa.nulls(len(wanted))
-            rows = rows.append_column(f"{end}_{column}", pc.if_else(found, values, None))
-    return rows
+    return pa.concat_tables(parts).sort_by("id")
+
+
+def _archived_nodes(folder: Path, run_idx: int, rows: pa.Table) -> pa.Table | None:
+    """The events of the ranks `rows` touch, from the run archive, sorted by id; None where a
+    rank's rows are not there or an endpoint is not among them."""
+    ends = np.concatenate([rows["src"].to_numpy(), rows["dst"].to_numpy()])
+    parts = []
+    for rank in _ranks_of(rows).tolist():
+        events = archive.read_rank(folder, rank, columns=["ev_idx", *DESCRIBED])
+        if events is None:
+            return None
+        events = events.filter(pc.is_in(events["label"], pa.array(list(schema.EVENT_LABELS))))
+        ids = schema.event_key(run_idx, pa.repeat(pa.scalar(rank, pa.int64()), events.num_rows),
+                               events["ev_idx"])  # fmt: skip
+        parts.append(events.select(list(DESCRIBED)).append_column("id", ids))
+    if not parts:
+        return _no_nodes()
+    nodes = pa.concat_tables(parts)
+    known = nodes["id"].to_numpy()
+    if len(known) > 1 and not np.all(known[1:] > known[:-1]):  # ranks in order, events in order
+        nodes = nodes.sort_by("id")
+        known = nodes["id"].to_numpy()
+    at = np.minimum(np.searchsorted(known, ends), max(len(known) - 1, 0))
+    if not len(known) or not np.array_equal(known[at], ends):
+        return None
+    return nodes
+
+
+def _ranks_of(rows: pa.Table) -> np.ndarray:
+    """The ranks of the edges' endpoints (from their keys)."""
+    ends = np.concatenate([rows["src"].to_numpy(), rows["dst"].to_numpy()])
+    return np.unique((ends >> schema.EV_BITS) & ((1 << schema.RANK_BITS) - 1))
+
+
+def _no_nodes() -> pa.Table:
+    return pa.table({c: pa.array([], pa.string()) for c in ("label", "name")} | {
+        "ts": pa.array([], pa.int64()), "dur": pa.array([], pa.int64()),
+        "tid": pa.array([], pa.int64()), "id": pa.array([], pa.int64())})  # fmt: skip
 
 
 def _outer_join(left: pa.Table, right: pa.Table) -> pa.Table:
@@ -223,30 +295,24 @@ def _differing(joined: pa.Table, describe: Callable[[pa.Table], pa.Table]) -> pa
         ("rank", "ascending"),
         ("src_ts", "ascending"),
         ("dst_ts", "ascending"),
+        *((column, "ascending") for column in KEY),  # ties: one order whatever the read order
     ]
     return rows.sort_by(order).drop_columns(["priority"])
 
 
 def _reasons(rows: pa.Table) -> pa.Array:
     """Why each edge differs, where the data shows it (array passes; text only where needed)."""
-    change = rows["change"].to_numpy(zero_copy_only=False)
-    kind = rows["type"].to_numpy(zero_copy_only=False)
-    structural = (change == "only in A") | (change == "only in B")
-    kernel_gap = structural & (kind == "kernel_kernel_delay")
-    both_runtime = pc.and_(
-        pc.equal(rows["src_label"], "Runtime"), pc.equal(rows["dst_label"], "Runtime")
+    change_is = {c: _is_in(rows["change"], [c]) for c in CHANGES}
+    structural = change_is["only in A"] | change_is["only in B"]
+    kernel_gap = structural & _is_in(rows["type"], ["kernel_kernel_delay"])
+    both_runtime = _is_in(rows["src_label"], ["Runtime"]) & _is_in(rows["dst_label"], ["Runtime"])
+    lock_call = _is_in(rows["src_name"], RUNTIME_LOCK_CALLS) | _is_in(
+        rows["dst_name"], RUNTIME_LOCK_CALLS
     )
-    lock_call = pc.or_(
-        pc.is_in(rows["src_name"], pa.array(RUNTIME_LOCK_CALLS)),
-        pc.is_in(rows["dst_name"], pa.array(RUNTIME_LOCK_CALLS)),
-    )
-    runtime_lock = pc.fill_null(pc.and_(both_runtime, lock_call), False).to_numpy(
-        zero_copy_only=False
-    )
-    on_gpu = pc.or_(pc.equal(rows["src_label"], "Kernel"), pc.equal(rows["dst_label"], "Kernel"))
-    cross_thread = pc.fill_null(
-        pc.and_(pc.not_equal(rows["src_tid"], rows["dst_tid"]), pc.invert(on_gpu)), False
-    ).to_numpy(zero_copy_only=False)
+    runtime_lock = both_runtime & lock_call
+    on_gpu = _is_in(rows["src_label"], ["Kernel"]) | _is_in(rows["dst_label"], ["Kernel"])
+    other_thread = pc.fill_null(pc.not_equal(rows["src_tid"], rows["dst_tid"]), False)
+    cross_thread = other_thread.to_numpy(zero_copy_only=False) & ~on_gpu
     texts = [
         "",
         "runtime call span weighted in full (CUDA runtime-lock pass)",
@@ -255,10 +321,10 @@ def _reasons(rows: pa.Table) -> pa.Array:
         "same edge; the critical path moved",
     ]
     conditions = [
-        runtime_lock & (change == "weight changed"),
+        runtime_lock & change_is["weight changed"],
         runtime_lock,
         cross_thread,
-        change == "critical path changed",
+        change_is["critical path changed"],
     ]
     codes = np.select(conditions, [1, 2, 3, 4], default=0).astype(np.int32)
     codes[kernel_gap] = 0
@@ -270,8 +336,23 @@ def _reasons(rows: pa.Table) -> pa.Array:
             side = "≥" if gap_ns[i] >= KERNEL_GAP_CUTOFF_NS else "<"
             codes[i] = len(texts)
             texts.append(f"kernel→kernel gap {gap_ns[i] / 1e6:.2f} ms {side} 1.5 ms")
-    reasons = pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(texts, pa.string()))
-    return reasons.cast(pa.string())
+    return pa.DictionaryArray.from_arrays(pa.array(codes), pa.array(texts, pa.string()))
+
+
+def _is_in(column: pa.ChunkedArray, values: Sequence[str]) -> np.ndarray:
+    """Which rows of a string column hold one of `values` (null: no); a dictionary column is
+    tested on its dictionary, not row by row."""
+    wanted = pa.array(list(values), pa.string())
+    parts = []
+    for chunk in column.chunks:
+        if pa.types.is_dictionary(chunk.type):
+            hit = pc.is_in(chunk.dictionary, wanted).to_numpy(zero_copy_only=False)
+            codes = pc.fill_null(chunk.indices, 0).to_numpy()
+            found = hit[codes] if len(hit) else np.zeros(len(chunk), bool)
+        else:
+            found = pc.fill_null(pc.is_in(chunk, wanted), False).to_numpy(zero_copy_only=False)
+        parts.append(found & chunk.is_valid().to_numpy(zero_copy_only=False))
+    return np.concatenate(parts) if parts else np.zeros(0, bool)
 
 
 def _counts(joined: pa.Table) -> pa.Table:
@@ -324,7 +405,38 @@ def _path_lengths(store: GraphStore, a: str, b: str, run: str, rank: int | None)
 
 
 def chakra_view(store: GraphStore, run: str, edge_sets: list[str]) -> pa.Table:
-    """Per rank and edge set: sync edges in the whole graph vs on the critical path."""
+    """Per rank and edge set: sync edges in the whole graph vs on the critical path (from the
+    sets' Parquet copies where each has one)."""
+    _, run_idx = resolve_run(store, run)
+    folder = archive.run_archive(store.path, store, run_idx)
+    keys = edge_set_copy_keys(store, run, run_idx)
+    parts = []
+    for name in edge_sets:
+        key = keys.get(name)
+        syncs = copies.read_copy(folder, key, "sync_dependency") if key is not None else None
+        if syncs is None:
+            return _chakra_view_from_database(store, run, edge_sets)
+        flag = pc.cast(syncs["on_critical_path"], pa.int64())
+        counted = (
+            pa.table({"rank": syncs["rank"], "flag": flag})
+            .group_by("rank")
+            .aggregate([("rank", "count"), ("flag", "sum")])
+        )
+        parts.append(
+            pa.table(
+                {
+                    "edge_set": pa.array([name] * counted.num_rows, pa.string()),
+                    "rank": counted["rank"],
+                    "sync_edges": counted["rank_count"],
+                    "on_critical_path": counted["flag_sum"],
+                }
+            )
+        )
+    result = pa.concat_tables(parts) if parts else _chakra_view_from_database(store, run, [])
+    return result.sort_by([("rank", "ascending"), ("edge_set", "ascending")])
+
+
+def _chakra_view_from_database(store: GraphStore, run: str, edge_sets: list[str]) -> pa.Table:
     result = store.run(
         # `= true` spelled out: a bare boolean in CASE groups wrongly in Kuzu 0.11.3
         "MATCH (a:Op:Runtime:Kernel)-[d:DEP]->(b:Op:Runtime:Kernel) "
@@ -333,5 +445,7 @@ def chakra_view(store: GraphStore, run: str, edge_sets: list[str]) -> pa.Table:
         "sum(CASE WHEN d.on_critical_path = true THEN 1 ELSE 0 END) AS on_critical_path",
         {"run": run},
     ).table
-    keep = result.filter(pc.is_in(result["edge_set"], pa.array(edge_sets)))
+    keep = result.filter(pc.is_in(result["edge_set"], pa.array(edge_sets, pa.string())))
+    on_path = pc.cast(keep["on_critical_path"], pa.int64())  # Kuzu sums to an INT128
+    keep = keep.set_column(keep.column_names.index("on_critical_path"), "on_critical_path", on_path)
     return keep.sort_by([("rank", "ascending"), ("edge_set", "ascending")])

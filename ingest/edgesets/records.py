@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from .. import schema
+from .. import archive, schema
 from ..runs import resolve_run
 from ..store import GraphStore, write_transaction
+from . import copies
 from .errors import EdgeSetError, EmptyEdgeSetError
 
 
@@ -123,7 +124,8 @@ def edge_set_row(
         "options": json.dumps(options, sort_keys=True),
         "window": json.dumps(window, sort_keys=True),
         "ranks": json.dumps(ranks, sort_keys=True),
-        "created_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        # to the µs: with the run and name, what names the set's copy (`copies.copy_key`)
+        "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
     }
 
 
@@ -240,31 +242,59 @@ def write_edge_sets(
     re-ingest under the same name has other keys). The number of DEP edges loaded."""
     lo, hi = schema.key_range(source.run_idx)
     loaded = 0
-    with write_transaction(db) as store:
-        found = (
-            store.run(
-                "MATCH (r:Run) WHERE r.name = $run RETURN r.run_idx AS idx", {"run": source.run}
+    written: list[Path] = []  # the sets' Parquet copies (`copies`), removed if the write fails
+    folder: Path | None = None
+    current: set[str] = set()
+    try:
+        with write_transaction(db) as store:
+            found = (
+                store.run(
+                    "MATCH (r:Run) WHERE r.name = $run RETURN r.run_idx AS idx",
+                    {"run": source.run},
+                )
+                .table["idx"]
+                .to_pylist()
             )
-            .table["idx"]
-            .to_pylist()
-        )
-        if found != [source.run_idx] or _ingested_at(store, source.run) != source.ingested_at:
-            raise EdgeSetError(
-                f"{db}: run '{source.run}' changed while its edges were built; try again"
-            )
-        remove_edge_sets(store, source.run, source.run_idx, [str(r["name"]) for r, _ in sets])
-        for row, edges in sets:
-            loaded += store.copy_edges("DEP", edges)
-            store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
-        if inferred_syncs is not None:
-            # Validated integers inlined: Kuzu types an integer parameter by its value.
-            store.run(
-                f"MATCH (a:Kernel)-[s:SYNCS]->() WHERE s.source = 'inferred' AND a.id >= {lo} "
-                f"AND a.id < {hi} DELETE s RETURN count(*) AS deleted"
-            )
-            if inferred_syncs.num_rows:
-                store.copy_edges("SYNCS", inferred_syncs)
+            if found != [source.run_idx] or _ingested_at(store, source.run) != source.ingested_at:
+                raise EdgeSetError(
+                    f"{db}: run '{source.run}' changed while its edges were built; try again"
+                )
+            folder = archive.run_archive(db, store, source.run_idx)
+            remove_edge_sets(store, source.run, source.run_idx, [str(r["name"]) for r, _ in sets])
+            for row, edges in sets:
+                loaded += store.copy_edges("DEP", edges)
+                store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
+                if folder is not None:
+                    key = copies.copy_key(source.run_idx, str(row["name"]), str(row["created_at"]))
+                    written.append(copies.write_copy(folder, key, edges))
+            if inferred_syncs is not None:
+                # Validated integers inlined: Kuzu types an integer parameter by its value.
+                store.run(
+                    f"MATCH (a:Kernel)-[s:SYNCS]->() WHERE s.source = 'inferred' AND a.id >= {lo} "
+                    f"AND a.id < {hi} DELETE s RETURN count(*) AS deleted"
+                )
+                if inferred_syncs.num_rows:
+                    store.copy_edges("SYNCS", inferred_syncs)
+            current = set(edge_set_copy_keys(store, source.run, source.run_idx).values())
+    except BaseException:
+        for path in written:
+            path.unlink(missing_ok=True)
+        raise
+    if folder is not None:
+        copies.prune(folder, current)
     return loaded
+
+
+def edge_set_copy_keys(store: GraphStore, run: str, run_idx: int) -> dict[str, str]:
+    """Each edge set of the run, by name: the key of its Parquet copy (`copies`)."""
+    table = store.run(
+        "MATCH (e:EdgeSet) WHERE e.run = $run RETURN e.name AS name, e.created_at AS at",
+        {"run": run},
+    ).table
+    return {
+        name: copies.copy_key(run_idx, name, at)
+        for name, at in zip(table["name"].to_pylist(), table["at"].to_pylist(), strict=True)
+    }
 
 
 def pid_ranks(store: GraphStore, run_idx: int) -> dict[int, int]:

@@ -1,0 +1,89 @@
+"""Each edge set's edges also as one Parquet file in the run's archive, for reads that take a
+whole set (the diff): Kuzu returns a million DEP rows with their endpoint ids in seconds, Parquet
+in a tenth of that.
+
+A copy is named by a key of its EdgeSet row (run index, name, creation time to the µs), so a
+copy always belongs to exactly one build: one written for a build whose database write then
+failed is never named by the database, and a set replaced since names another key. Readers
+that find no copy (a run ingested before copies existed, a removed file) read Kuzu instead.
+Copies are written before the database write that makes their set current and pruned after it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .. import schema
+
+FOLDER = "edgesets"
+# what a whole-set read needs of an edge: its identity, weight and path flag, its rank
+COLUMNS = ("src", "src_boundary", "dst", "dst_boundary", "type", "weight_ns",
+           "on_critical_path", "rank")  # fmt: skip
+
+
+def copy_key(run_idx: int, name: str, created_at: str) -> str:
+    """The file stem of the copy of the edge set built at `created_at`."""
+    return hashlib.sha256(f"{run_idx}\0{name}\0{created_at}".encode()).hexdigest()[:20]
+
+
+def copy_path(run_folder: Path, key: str) -> Path:
+    return run_folder / FOLDER / f"{key}.parquet"
+
+
+def write_copy(run_folder: Path, key: str, edges: pa.Table) -> Path:
+    """Write a set's DEP rows (from_id, to_id, ... as loaded) as its copy; the path written."""
+    rank = pc.bit_wise_and(
+        pc.shift_right(edges["from_id"], schema.EV_BITS), (1 << schema.RANK_BITS) - 1
+    )
+    table = pa.table(
+        {
+            "src": edges["from_id"],
+            "src_boundary": edges["src_boundary"],
+            "dst": edges["to_id"],
+            "dst_boundary": edges["dst_boundary"],
+            "type": edges["type"],
+            "weight_ns": edges["weight_ns"],
+            "on_critical_path": edges["on_critical_path"],
+            "rank": rank,
+        }
+    )
+    path = copy_path(run_folder, key)
+    path.parent.mkdir(exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}")
+    pq.write_table(table, partial, compression="zstd")
+    os.replace(partial, path)
+    return path
+
+
+def read_copy(
+    run_folder: Path | None, key: str, edge_type: str | None = None, rank: int | None = None
+) -> pa.Table | None:
+    """The set's edges (of one type, one rank) from its copy; None where there is no copy."""
+    if run_folder is None:
+        return None
+    path = copy_path(run_folder, key)
+    filters: list[tuple[str, str, object]] = []
+    if edge_type is not None:
+        filters.append(("type", "=", edge_type))
+    if rank is not None:
+        filters.append(("rank", "=", rank))
+    try:
+        return pq.read_table(path, columns=list(COLUMNS), filters=filters or None)
+    except FileNotFoundError:
+        return None
+
+
+def prune(run_folder: Path, keep: set[str]) -> None:
+    """Remove the copies of sets no longer in the database (replaced or removed)."""
+    folder = run_folder / FOLDER
+    if not folder.is_dir():
+        return
+    for path in folder.iterdir():
+        if path.suffix == ".parquet" and path.stem not in keep:
+            path.unlink(missing_ok=True)
