@@ -108,6 +108,8 @@ class TraceExplorer(App[int]):
         self._runs: list[RunRef] | None = None
         self._problem: str | None = None
         self._runs_lock = threading.Lock()
+        self._opened = _identity(self.db)  # the file the store reads (a write replaces it)
+        self._own_stores: list[GraphStore] = []  # opened by reopen_if_replaced: closed at exit
         self.unusable: str | None = None  # why the database cannot be explored, once explained
         self.sub_title = str(self.db)
 
@@ -190,6 +192,33 @@ class TraceExplorer(App[int]):
             if self._runs is None:
                 self._problem, self._runs = store_problem(self.db, self.store)
 
+    def reopen_if_replaced(self) -> bool:
+        """Read the database a write put in place of the file the app opened (an ingest, an
+        edge-set build: each replaces the file whole); True when it did (workers only).
+
+        The store read so far stays open until the app exits: a worker may still be using it.
+        """
+        with self._runs_lock:
+            now = _identity(self.db)
+            if now is None or now == self._opened:
+                return False
+            fresh = GraphStore(
+                self.db.resolve(), read_only=True, timeout_ms=int(self.timeout_s * 1000)
+            )
+            self._own_stores.append(fresh)
+            self.store, self._opened = fresh, now
+            self._runs = self._problem = None
+            return True
+
+    def on_unmount(self) -> None:
+        self.close_stores()
+
+    def close_stores(self) -> None:
+        """Close the stores `reopen_if_replaced` opened (the app's first store is its caller's)."""
+        for store in self._own_stores:
+            store.close()
+        self._own_stores.clear()
+
     def run_ref(self, name: str | None) -> RunRef | None:
         runs = self.runs()
         if not runs:
@@ -232,13 +261,25 @@ class TraceExplorer(App[int]):
         self.call_later(self.run_action, spec.action, screen)
 
 
+def _identity(db: Path) -> tuple[int, int, int] | None:
+    """What tells a replaced database file from the one opened (None: not there)."""
+    try:
+        st = db.stat()
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
 def run_app(db: Path, timeout_s: float = DEFAULT_TIMEOUT_S, keymap_file: Path | None = None) -> int:
     """Open the explorer on `db` (read-only) until the user quits; the exit code."""
     keys = keymap.load_keymap(keymap_file) if keymap_file else None
     store = open_store(db, timeout_s)
     try:
         app = TraceExplorer(db, store, timeout_s, keys)
-        app.run()
+        try:
+            app.run()
+        finally:
+            app.close_stores()
         return app.return_code or 0
     finally:
         close_store(db)

@@ -139,12 +139,15 @@ def neighbours(store: GraphStore, event_id: int, label: str) -> pa.Table:
         table = store.run(_union(label, event_id, tails + list(_DEP))).table
     except QueryError:  # a database without the DEP table: no dependency neighbours
         table = store.run(_union(label, event_id, tails)).table
-    return table.cast(NEIGHBOUR_SCHEMA)
+    # Kuzu returns a UNION ALL's branches, and rows within one, in no fixed order
+    order = [(key, "ascending") for key in ("branch", "relation", "ts", "id", "detail")]
+    return table.sort_by(order).drop_columns(["branch"]).cast(NEIGHBOUR_SCHEMA)
 
 
 def _union(label: str, event_id: int, tails: list[str]) -> str:
     match = f"MATCH (e:{label}) WHERE e.id = {int(event_id)} MATCH "
-    return " UNION ALL ".join(match + tail for tail in tails)
+    numbered = (t.replace("RETURN ", f"RETURN {i} AS branch, ", 1) for i, t in enumerate(tails))
+    return " UNION ALL ".join(match + tail for tail in numbered)
 
 
 def event_detail(store: GraphStore, event_id: int) -> EventDetail:

@@ -34,6 +34,9 @@ class ExplorerScreen(Screen[None]):
     """A mode of the explorer; `SCOPE` names its bindings in explorer/keymap.py."""
 
     SCOPE: ClassVar[str] = "app"
+    # classes for app.tcss: "-wide" screens lay panes side by side, "-short" ones cap sections
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     _under_error = False  # an error dialog was pushed on top of this screen
 
     @property

@@ -25,6 +25,7 @@ from .. import keymap
 from ..messages import CsvExported, EventChosen, QueryFailed, QueryFinished
 from ..widgets.cypher_editor import CypherEditor
 from ..widgets.format import duration
+from ..widgets.fresh import StatusLine
 from ..widgets.paged_table import PagedTable
 from .base import ExplorerScreen
 from .dialogs import CannedPicker, ParamsDialog, PromptDialog
@@ -54,7 +55,7 @@ class ConsoleScreen(ExplorerScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         yield CypherEditor(STARTER, id="editor", language=None)
-        yield Static("", id="console-status", classes="status")
+        yield StatusLine("", id="console-status", classes="status")
         yield PagedTable(id="results")
         yield Footer()
 

@@ -29,11 +29,13 @@ from tracegraph.queries.step import edge_set_names
 
 from .. import keymap
 from ..messages import DiffComputed, EdgeSetsListed, EventChosen, QueryFailed
+from ..widgets.fit_table import FitTable
 from ..widgets.format import cell, duration
+from ..widgets.fresh import StatusLine
 from ..widgets.paged_table import PagedTable
 from .base import ExplorerScreen
 
-EDGE_HEADERS = ["change", "type", "rank", "from", "at", "to", "at", "A ns", "B ns", "reason"]
+EDGE_HEADERS = ["change", "from", "to", "type", "rank", "A ns", "B ns", "reason"]
 ALL = "all types"
 
 
@@ -56,21 +58,21 @@ class DiffScreen(ExplorerScreen):
             yield Label("B", classes="pick-label")
             yield Select[str]([], id="set-b", prompt="edge set B")
             yield Button("Compare", id="compare", variant="primary")
-        yield Static("loading edge sets…", id="diff-note", classes="status")
+        yield StatusLine("loading edge sets…", id="diff-note", classes="status")
         with TabbedContent(id="diff-tabs"):
             with TabPane("Counts", id="tab-counts"):
                 with VerticalScroll():
-                    yield DataTable(id="counts", zebra_stripes=True)
+                    yield FitTable(id="counts", zebra_stripes=True)
                     yield Label("critical path length per rank", classes="section")
-                    yield DataTable(id="lengths", zebra_stripes=True)
+                    yield FitTable(id="lengths", zebra_stripes=True)
             with TabPane("Edges", id="tab-edges"):
                 with Horizontal(id="edge-filters"):
                     yield Select[str]([], id="type-filter", prompt=ALL)
                     yield Input(placeholder="rank (all)", id="rank-filter", type="integer")
-                yield PagedTable(id="edges", page_size=200)
+                yield PagedTable(id="edges", page_size=200, keep=3)
             with TabPane("Chakra", id="tab-chakra"):
                 yield Label("sync edges: whole graph vs on the critical path", classes="section")
-                yield DataTable(id="chakra", zebra_stripes=True)
+                yield FitTable(id="chakra", zebra_stripes=True)
         yield Footer()
 
     def sync(self) -> None:
@@ -134,9 +136,9 @@ class DiffScreen(ExplorerScreen):
     def on_diff_computed(self, message: DiffComputed) -> None:
         diff = message.diff
         self.edges = diff.edges
-        _fill(self.query_one("#counts", DataTable), diff.counts)
-        _fill(self.query_one("#lengths", DataTable), diff.path_lengths)
-        _fill(self.query_one("#chakra", DataTable), message.chakra)
+        _fill(self.query_one("#counts", FitTable), diff.counts)
+        _fill(self.query_one("#lengths", FitTable), diff.path_lengths)
+        _fill(self.query_one("#chakra", FitTable), message.chakra)
         types = sorted(set(diff.edges["type"].to_pylist()))
         self.query_one("#type-filter", Select).set_options([(t, t) for t in types])
         self.query_one("#diff-note", Static).update(
@@ -165,7 +167,7 @@ class DiffScreen(ExplorerScreen):
         if rank.lstrip("-").isdigit():
             edges = edges.filter(pc.equal(edges["rank"], int(rank)))
         self.shown_edges = edges
-        self.query_one("#edges", PagedTable).show(edges.select(list(EDGE_VIEW)), EDGE_HEADERS)
+        self.query_one("#edges", PagedTable).show(_edge_rows(edges), EDGE_HEADERS)
 
     def action_filter(self) -> None:
         self.query_one(TabbedContent).active = "tab-edges"
@@ -191,8 +193,24 @@ class DiffScreen(ExplorerScreen):
         self.post_message(EventChosen(int(self.shown_edges[side][index].as_py())))
 
 
-def _fill(table: DataTable, data: pa.Table) -> None:
-    table.clear(columns=True)
-    table.add_columns(*data.column_names)
+def _edge_rows(edges: pa.Table) -> pa.Table:
+    """The differing edges as shown (same row order): the ends, "start name", lead."""
+    view = edges.select(list(EDGE_VIEW))
+
+    def text(column: str) -> pa.ChunkedArray:  # dictionary-encoded columns as plain strings
+        return pc.fill_null(pc.cast(view[column], pa.string()), "")
+
+    def end(side: str) -> pa.ChunkedArray:
+        boundary = pc.utf8_rpad(text(f"{side}_boundary"), 5)
+        return pc.binary_join_element_wise(boundary, text(f"{side}_name"), " ")
+
+    return pa.table(
+        [view["change"], end("src"), end("dst"), view["type"], view["rank"],
+         view["a_weight_ns"], view["b_weight_ns"], view["reason"]],
+        names=EDGE_HEADERS,
+    )  # fmt: skip
+
+
+def _fill(table: FitTable, data: pa.Table) -> None:
     columns = [[cell(v) for v in data.column(i).to_pylist()] for i in range(data.num_columns)]
-    table.add_rows(list(zip(*columns, strict=True)))
+    table.fill(data.column_names, [list(r) for r in zip(*columns, strict=True)])

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
@@ -20,7 +23,9 @@ from tracegraph.queries.runs import ev_idx_of_id, rank_of_id
 
 from .. import keymap
 from ..messages import EventLoaded, QueryFailed
+from ..widgets.fit_table import Cell, FitTable
 from ..widgets.format import cell, duration, us
+from ..widgets.fresh import StatusLine
 from .base import ExplorerScreen
 from .dialogs import PromptDialog
 
@@ -29,6 +34,7 @@ EMPTY = (
     "timeline), from the diff, or from a console result with an id column; or press g."
 )
 MAX_ARGS_LINES = 200
+NEIGHBOUR_HEADERS = ["edge", "dir", "rank", "name", "Δt µs", "dur µs", "detail"]
 
 
 class InspectorScreen(ExplorerScreen):
@@ -43,16 +49,16 @@ class InspectorScreen(ExplorerScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static(EMPTY, id="event-title", classes="status")
+        yield StatusLine(EMPTY, id="event-title", classes="status")
         with Horizontal(id="inspector-body"):
             with VerticalScroll(id="fields-pane"):
-                yield Static("", id="fields")
-            yield DataTable(id="neighbours", cursor_type="row", zebra_stripes=True)
+                yield StatusLine("", id="fields")
+            # the name leads what scrolls: it is what Enter follows
+            yield FitTable(id="neighbours", cursor_type="row", zebra_stripes=True, keep=4)
         yield Footer()
 
     def on_mount(self) -> None:
-        table = self.query_one("#neighbours", DataTable)
-        table.add_columns("edge", "dir", "rank", "name", "Δt µs", "dur µs", "detail")
+        self.query_one("#neighbours", FitTable).fill(NEIGHBOUR_HEADERS, [])
 
     def sync(self) -> None:
         wanted = self.explorer.focus_state.event_id
@@ -87,25 +93,26 @@ class InspectorScreen(ExplorerScreen):
 
     def on_event_loaded(self, message: EventLoaded) -> None:
         self.loading_id = None
-        self.detail = detail = message.detail
+        detail = message.detail
+        self.detail = detail = replace(detail, neighbours=_in_order(detail.neighbours))
         self.explorer.update_focus(event_id=detail.id)
         self._title(message.elapsed_s)
         self.query_one("#fields", Static).update(_fields_text(detail))
-        table = self.query_one("#neighbours", DataTable)
-        table.clear()
+        table = self.query_one("#neighbours", FitTable)
         ts = int(detail.fields.get("ts") or 0)
-        for i, n in enumerate(detail.neighbours.to_pylist()):
-            delta = "" if n["ts"] is None else us(n["ts"] - ts)
-            table.add_row(
+        rows: list[list[Cell]] = [
+            [
                 n["relation"],
                 n["direction"],
                 cell(n["rank"]),
                 cell(n["name"]),
-                delta,
+                "" if n["ts"] is None else us(n["ts"] - ts),
                 us(n["dur"]),
                 cell(n["detail"]),
-                key=str(i),
-            )
+            ]
+            for n in detail.neighbours.to_pylist()
+        ]
+        table.fill(NEIGHBOUR_HEADERS, rows, row_keys=[str(i) for i in range(len(rows))])
         if table.row_count:
             table.move_cursor(row=0)
             table.focus()
@@ -180,6 +187,17 @@ class InspectorScreen(ExplorerScreen):
             self.post_message(QueryFailed(f"event {value}", str(exc)))
             return
         self.post_message(EventLoaded(detail, time.perf_counter() - started))
+
+
+def _in_order(neighbours: pa.Table) -> pa.Table:
+    """Structural edges, then the edge sets' DEP edges; each group by time.
+
+    Kuzu returns the branches of the neighbour query's UNION ALL in no fixed order.
+    """
+    dep = pc.starts_with(neighbours["relation"], "DEP ")
+    keyed = neighbours.append_column("_dep", dep)
+    keys = ["_dep", "relation", "direction", "ts", "id", "detail", "name", "rank", "dur"]
+    return keyed.sort_by([(k, "ascending") for k in keys]).drop_columns(["_dep"])
 
 
 def _fields_text(detail: EventDetail) -> Text:

@@ -1,4 +1,5 @@
-"""Overview: the runs, and per rank and step the step time; stragglers and the spread per step."""
+"""Overview: the runs, and per rank and step the step time; stragglers and the spread per step,
+and each rank's step times as a chart."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pyarrow as pa
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import DataTable, Footer, Header, Label, Static
 from textual.worker import get_current_worker
 
@@ -17,8 +19,15 @@ from tracegraph.queries.step import edge_set_names
 
 from .. import keymap
 from ..messages import GpuBusyLoaded, OverviewLoaded, QueryFailed, RanksListed, StepChosen
+from ..widgets.fit_table import Cell, FitTable
 from ..widgets.format import duration, ms, percent, sparkline
+from ..widgets.fresh import StatusLine
+from ..widgets.step_chart import StepChart, rank_steps
 from .base import DatabaseUnusable, ExplorerScreen
+
+
+def _step_header(step: dict[str, object]) -> str:
+    return str(step["name"]).replace("ProfilerStep", "step")
 
 
 def _straggler_cell(verdict: StepVerdict | None) -> str | Text:
@@ -42,16 +51,25 @@ class OverviewScreen(ExplorerScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("loading…", id="run-line", classes="status")
+        yield StatusLine("loading…", id="run-line", classes="status")
         yield Label("Steps across ranks: spread = (max − min) / median", classes="section")
-        yield DataTable(id="steps", cursor_type="row", zebra_stripes=True)
-        yield Label("Step time per rank (ms), slowest per step in red", classes="section")
-        yield DataTable(id="ranks", cursor_type="cell", zebra_stripes=True)
+        yield FitTable(id="steps", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="by-rank"):  # side by side on a wide terminal, stacked otherwise
+            with Vertical(id="ranks-pane"):
+                yield Label("Step time per rank (ms), slowest per step in red", classes="section")
+                yield FitTable(id="ranks", cursor_type="cell", zebra_stripes=True, fixed_columns=1)
+            with Vertical(id="chart-pane"):
+                yield Label(
+                    "Step-time distribution per rank, the slowest of a step in red",
+                    classes="section",
+                )
+                with VerticalScroll(id="chart-scroll"):
+                    yield StepChart(id="chart")
         yield Label(
             "Start offset vs the earliest rank / wait in collectives (ms), per rank and step",
             classes="section",
         )
-        yield DataTable(id="waits", cursor_type="cell", zebra_stripes=True)
+        yield FitTable(id="waits", cursor_type="cell", zebra_stripes=True, fixed_columns=1)
         yield Footer()
 
     def sync(self) -> None:
@@ -60,10 +78,13 @@ class OverviewScreen(ExplorerScreen):
             self.load(wanted)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="overview")
-    def load(self, run_name: str | None) -> None:
-        """Runs, step times and edge sets, then GPU busy shares (two messages)."""
+    def load(self, run_name: str | None, reopen: bool = False) -> None:
+        """Runs, step times and edge sets, then GPU busy shares (two messages); with `reopen`,
+        from the database a write put in place of the one read so far."""
         started = time.perf_counter()
         try:
+            if reopen:
+                self.explorer.reopen_if_replaced()
             runs = self.explorer.runs()
             run = self.explorer.run_ref(run_name)
             if run is None:
@@ -98,12 +119,12 @@ class OverviewScreen(ExplorerScreen):
             f"run [b]{run.name}[/b] · {len(run.ranks)} rank(s) of world {run.world_size}"
             f" · {run.events:,} events · loading step times…"
         )
-        table = self.query_one("#ranks", DataTable)
-        table.clear(columns=True)
-        table.add_column("rank", key="rank")
-        table.add_column("step times", key="pending")
-        for rank in run.ranks:
-            table.add_row(str(rank), "…", key=str(rank))
+        self.query_one("#ranks", FitTable).fill(
+            ["rank", "step times"],
+            [[str(rank), "…"] for rank in run.ranks],
+            column_keys=["rank", "pending"],
+            row_keys=[str(rank) for rank in run.ranks],
+        )
 
     def on_overview_loaded(self, message: OverviewLoaded) -> None:
         self.loaded = message
@@ -125,11 +146,10 @@ class OverviewScreen(ExplorerScreen):
         self._fill_steps(ov.steps, ov.verdicts)
         self._fill_ranks(ov.step_times, ov.steps)
         self._fill_waits(ov)
+        self.query_one(StepChart).show(rank_steps(ov.step_times, ov.steps))
 
     def _fill_steps(self, steps: pa.Table, verdicts: dict[str, StepVerdict]) -> None:
-        table = self.query_one("#steps", DataTable)
-        table.clear(columns=True)
-        table.add_columns(
+        headers = [
             "step",
             "ranks",
             "min ms",
@@ -139,9 +159,9 @@ class OverviewScreen(ExplorerScreen):
             "slowest",
             "straggler",
             "distribution",
-        )
-        for row in steps.to_pylist():
-            table.add_row(
+        ]
+        rows: list[list[Cell]] = [
+            [
                 row["name"],
                 str(row["ranks"]),
                 ms(row["min_ns"]),
@@ -151,20 +171,19 @@ class OverviewScreen(ExplorerScreen):
                 Text(f"rank {row['slowest_rank']}", style="bold red"),
                 _straggler_cell(verdicts.get(row["name"])),
                 sparkline(row["histogram"]),
-                key=str(row["step"]),
-            )
+            ]
+            for row in steps.to_pylist()
+        ]
+        keys = [str(s) for s in steps["step"].to_pylist()]
+        self.query_one("#steps", FitTable).fill(headers, rows, row_keys=keys)
 
     def _fill_waits(self, ov: RunOverview) -> None:
         """Per rank and step: how late it started, and how long it waited in collectives."""
-        table = self.query_one("#waits", DataTable)
-        table.clear(columns=True)
         steps = ov.steps.to_pylist()
-        table.add_column("rank", key="rank")
-        for s in steps:
-            table.add_column(s["name"].replace("ProfilerStep", "step"), key=f"step{s['step']}")
         offsets = ov.start_offsets()
+        rows: list[list[Cell]] = []
         for rank in ov.run.ranks:
-            cells: list[str | Text] = [str(rank)]
+            cells: list[Cell] = [str(rank)]
             for s in steps:
                 verdict = ov.verdicts.get(s["name"])
                 wait = verdict.wait_ns.get(rank) if verdict else None
@@ -176,24 +195,24 @@ class OverviewScreen(ExplorerScreen):
                 waited = ms(wait) if wait is not None else "—"
                 text = f"+{ms(offsets.get((rank, s['step'])))} / {waited}"
                 cells.append(Text(text, style="bold red" if late else ""))
-            table.add_row(*cells, key=str(rank))
+            rows.append(cells)
+        self.query_one("#waits", FitTable).fill(
+            ["rank", *(_step_header(s) for s in steps)],
+            rows,
+            column_keys=["rank", *(f"step{s['step']}" for s in steps)],
+            row_keys=[str(rank) for rank in ov.run.ranks],
+        )
 
     def _fill_ranks(self, times: pa.Table, steps: pa.Table) -> None:
-        table = self.query_one("#ranks", DataTable)
-        table.clear(columns=True)
         step_rows = steps.to_pylist()
-        table.add_column("rank", key="rank")
-        for s in step_rows:
-            table.add_column(s["name"].replace("ProfilerStep", "step"), key=f"step{s['step']}")
-        table.add_column("mean ms", key="mean")
-        table.add_column("GPU busy", key="busy")
         slowest = {s["step"]: s["slowest_rank"] for s in step_rows}
         fastest = {s["step"]: s["fastest_rank"] for s in step_rows}
         by_rank: dict[int, dict[int, int]] = {}
         for r in times.to_pylist():
             by_rank.setdefault(r["rank"], {})[r["step"]] = r["dur"]
+        rows: list[list[Cell]] = []
         for rank, durs in sorted(by_rank.items()):
-            cells: list[str | Text] = [str(rank)]
+            cells: list[Cell] = [str(rank)]
             for s in step_rows:
                 value = ms(durs.get(s["step"]))
                 style = (
@@ -206,12 +225,18 @@ class OverviewScreen(ExplorerScreen):
                 cells.append(Text(value, style=style))
             cells.append(ms(sum(durs.values()) / max(1, len(durs))))
             cells.append("…")
-            table.add_row(*cells, key=str(rank))
+            rows.append(cells)
+        self.query_one("#ranks", FitTable).fill(
+            ["rank", *(_step_header(s) for s in step_rows), "mean ms", "GPU busy"],
+            rows,
+            column_keys=["rank", *(f"step{s['step']}" for s in step_rows), "mean", "busy"],
+            row_keys=[str(rank) for rank in sorted(by_rank)],
+        )
 
     def on_gpu_busy_loaded(self, message: GpuBusyLoaded) -> None:
         if message.run != self.run_name:
             return
-        table = self.query_one("#ranks", DataTable)
+        table = self.query_one("#ranks", FitTable)
         per_rank: dict[int, list[int]] = {}
         assert self.loaded is not None
         times = self.loaded.overview.step_times.to_pylist()
@@ -254,4 +279,4 @@ class OverviewScreen(ExplorerScreen):
         self.load(following)
 
     def action_reload(self) -> None:
-        self.load(self.run_name)
+        self.load(self.run_name, reopen=True)

@@ -15,7 +15,9 @@ from tracegraph.queries.report import Report, build_report
 
 from .. import keymap
 from ..messages import EventChosen, QueryFailed, ReportLoaded
-from ..widgets.format import cell
+from ..widgets.fit_table import FitTable
+from ..widgets.format import cell, duration
+from ..widgets.fresh import StatusLine
 from .base import ExplorerScreen
 
 FINDING_HEADERS = ["µs/step", "rank", "step", "kind", "what"]
@@ -41,14 +43,14 @@ class ReportScreen(ExplorerScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("loading the report…", id="report-note", classes="status")
+        yield StatusLine("loading the report…", id="report-note", classes="status")
         with TabbedContent(id="report-tabs"):
             with TabPane("Findings", id="tab-findings"):
-                yield DataTable(id="findings", cursor_type="row", zebra_stripes=True)
-                yield Static("", id="finding-detail")
+                yield FitTable(id="findings", cursor_type="row", zebra_stripes=True)
+                yield StatusLine("", id="finding-detail")
             for name, title in TABS.items():
                 with TabPane(title, id=f"tab-{name}"):
-                    yield DataTable(id=name, zebra_stripes=True)
+                    yield FitTable(id=name, zebra_stripes=True, keep=1)
         yield Footer()
 
     def sync(self) -> None:
@@ -57,12 +59,14 @@ class ReportScreen(ExplorerScreen):
             self.load(run)
 
     def action_reload(self) -> None:
-        self.load(self.explorer.focus_state.run)
+        self.load(self.explorer.focus_state.run, reopen=True)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="report")
-    def load(self, run_name: str | None) -> None:
+    def load(self, run_name: str | None, reopen: bool = False) -> None:
         started = time.perf_counter()
         try:
+            if reopen:
+                self.explorer.reopen_if_replaced()
             run = self.explorer.run_ref(run_name)
             if run is None:
                 raise LookupError("the database holds no runs")
@@ -75,18 +79,17 @@ class ReportScreen(ExplorerScreen):
     def on_report_loaded(self, message: ReportLoaded) -> None:
         report = self.report = message.report
         self.run_name = report.run
-        table = self.query_one("#findings", DataTable)
-        table.clear(columns=True)
-        table.add_columns(*FINDING_HEADERS)
-        for f in report.findings:
-            step = "all" if f.step is None else str(f.step)
-            table.add_row(f"{f.cost_ns_per_step / 1e3:,.0f}", str(f.rank), step, f.kind, f.title)
+        rows = [
+            [f"{f.cost_ns_per_step / 1e3:,.0f}", str(f.rank), _step(f.step), f.kind, f.title]
+            for f in report.findings
+        ]
+        self.query_one("#findings", FitTable).fill(FINDING_HEADERS, rows)
         for name in TABS:
-            _fill(self.query_one(f"#{name}", DataTable), report.tables[name])
+            _fill(self.query_one(f"#{name}", FitTable), report.tables[name])
         self.query_one("#report-note", Static).update(
             Text(
                 f"run '{report.run}' · {len(report.ranks)} rank(s) · {len(report.findings)} "
-                f"finding(s) · {message.elapsed_s:.2f} s · Enter opens a finding's evidence"
+                f"finding(s) · {duration(message.elapsed_s)} · Enter opens a finding's evidence"
             )
         )
         self._show_detail(0)
@@ -125,9 +128,11 @@ class ReportScreen(ExplorerScreen):
         self.post_message(EventChosen(finding.evidence_ids[0]))
 
 
-def _fill(table: DataTable, data: pa.Table) -> None:
-    table.clear(columns=True)
+def _step(step: int | None) -> str:
+    return "all" if step is None else str(step)
+
+
+def _fill(table: FitTable, data: pa.Table) -> None:
     shown = data.drop_columns([c for c in data.column_names if c in ("names", "waits_ns")])
-    table.add_columns(*shown.column_names)
     columns = [[cell(v) for v in shown.column(i).to_pylist()] for i in range(shown.num_columns)]
-    table.add_rows(list(zip(*columns, strict=True)))
+    table.fill(shown.column_names, [list(r) for r in zip(*columns, strict=True)])

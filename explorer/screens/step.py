@@ -28,12 +28,13 @@ from ..messages import (
     TimelineLoaded,
 )
 from ..widgets.format import ms, percent, us
+from ..widgets.fresh import StatusLine
 from ..widgets.paged_table import PagedTable
 from ..widgets.timeline import TimelineStrip
 from .base import ExplorerScreen
 from .dialogs import PromptDialog
 
-NAME_WIDTH = 32  # event names in the path list, so that "to" stays on screen at 100 columns
+PATH_HEADERS = ["#", "from", "to", "µs", "share", "type"]
 NO_EDGE_SET = (
     "No edge set in run '{run}', so no critical path: build one with "
     "`tracegraph edges DB --hta HolisticTraceAnalysis==0.5.0` (or --native)."
@@ -54,9 +55,9 @@ class StepScreen(ExplorerScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("loading…", id="step-line", classes="status")
-        yield Static("", id="path-note", classes="note")
-        yield PagedTable(id="path", page_size=200)
+        yield StatusLine("loading…", id="step-line", classes="status")
+        yield StatusLine("", id="path-note", classes="note")
+        yield PagedTable(id="path", page_size=200, keep=5)  # the edge type scrolls in last
         yield TimelineStrip(id="timeline")
         yield Footer()
 
@@ -145,6 +146,7 @@ class StepScreen(ExplorerScreen):
         self.path = message.path
         note = self.query_one("#path-note", Static)
         table = self.query_one("#path", PagedTable)
+        table.display = message.path is not None  # without a path the timeline takes the room
         if message.path is None:
             note.update(NO_EDGE_SET.format(run=message.window.run))
             table.show(pa.table({"critical path": pa.array([], pa.string())}))
@@ -162,7 +164,7 @@ class StepScreen(ExplorerScreen):
                 f"{percent(message.path.length_ns / (message.window.dur or 1))} of the step"
                 + (f"\n{escape(message.verdict)}" if message.verdict else "")
             )
-        table.show(_path_rows(edges), ["#", "type", "µs", "share", "from", "to"])
+        table.show(_path_rows(edges), PATH_HEADERS)
 
     def on_timeline_loaded(self, message: TimelineLoaded) -> None:
         if message.window == self.window:
@@ -245,27 +247,26 @@ def _path_rows(edges: pa.Table) -> pa.Table:
     rows = edges.to_pylist()
 
     def end(r: dict[str, object], side: str) -> str:
-        name = str(r[f"{side}_name"])
-        name = name if len(name) <= NAME_WIDTH else name[: NAME_WIDTH - 1] + "…"
-        return f"{str(r[f'{side}_label'])[0]} {name} ({r[f'{side}_boundary']})"
+        # label initial and boundary first: a narrow column cuts the end of the name only
+        return f"{str(r[f'{side}_label'])[0]} {r[f'{side}_boundary']:<5} {r[f'{side}_name']}"
 
     return pa.table(
         {
             "order": [r["path_order"] for r in rows],
-            "type": [r["type"] for r in rows],
-            "weight": [us(r["weight_ns"]) for r in rows],
-            "share": [percent(r["share"]) for r in rows],
             "from": [end(r, "src") for r in rows],
             "to": [end(r, "dst") for r in rows],
+            "weight": [us(r["weight_ns"]) for r in rows],
+            "share": [percent(r["share"]) for r in rows],
+            "type": [r["type"] for r in rows],
         },
         schema=pa.schema(
             [
                 ("order", pa.int64()),
-                ("type", pa.string()),
-                ("weight", pa.string()),
-                ("share", pa.string()),
                 ("from", pa.string()),
                 ("to", pa.string()),
+                ("weight", pa.string()),
+                ("share", pa.string()),
+                ("type", pa.string()),
             ]
         ),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 SPARK = "▁▂▃▄▅▆▇█"
-MAX_CELL = 60
+MAX_CELL = 120  # the table columns cut what their width cannot show
 
 
 def ms(ns: int | float | None, digits: int = 2) -> str:

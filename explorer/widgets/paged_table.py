@@ -1,19 +1,21 @@
-"""A DataTable that shows an Arrow table one page at a time (large results stay in Arrow)."""
+"""A table that shows an Arrow table one page at a time (large results stay in Arrow)."""
 
 from __future__ import annotations
 
 import pyarrow as pa
-from rich.text import Text
 from textual.reactive import reactive
-from textual.widgets import DataTable
 
+from .fit_table import FitTable
 from .format import cell
 
 PAGE_SIZE = 100
 
 
-class PagedTable(DataTable[str | Text]):
-    """Rows of `table` in pages of `page_size`; `row_dict()` is the row under the cursor."""
+class PagedTable(FitTable):
+    """Rows of `table` in pages of `page_size`; `row_dict()` is the row under the cursor.
+
+    Columns are fitted to each page (see FitTable); `keep` names how many lead.
+    """
 
     page: reactive[int] = reactive(0)
 
@@ -33,8 +35,6 @@ class PagedTable(DataTable[str | Text]):
         """Replace the content with `data` (column headers default to its column names)."""
         self.data = data
         self.headers = headers or list(data.column_names)
-        self.clear(columns=True)
-        self.add_columns(*self.headers)
         if self.page == 0:
             self._fill()
         else:
@@ -45,11 +45,10 @@ class PagedTable(DataTable[str | Text]):
             self._fill()
 
     def _fill(self) -> None:
-        self.clear()
         assert self.data is not None
         page = self.data.slice(self.page * self.page_size, self.page_size)
         columns = [[cell(v) for v in page.column(i).to_pylist()] for i in range(page.num_columns)]
-        self.add_rows(list(zip(*columns, strict=True)))
+        self.fill(self.headers, [list(r) for r in zip(*columns, strict=True)])
 
     def next_page(self) -> None:
         self.page = min(self.page + 1, self.pages - 1)

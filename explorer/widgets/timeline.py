@@ -117,16 +117,19 @@ class TimelineStrip(Widget, can_focus=True):
     def render(self) -> Text:
         if self.timeline is None:
             return Text(self.message, style="italic")
-        width = max(10, self.size.width - LABEL_WIDTH - 1)
+        # lane names get more room on a wide terminal (up to an eighth of it)
+        longest = max((len(lane.key) for lane in self.timeline.lanes), default=0)
+        label_width = max(LABEL_WIDTH, min(longest, self.size.width // 8))
+        width = max(10, self.size.width - label_width - 1)
         t0 = self.timeline.start_ns
         out = Text(no_wrap=True, overflow="crop")
+        end = f"{ms(self.view_end - t0, 3)} ms"
         axis = f"{ms(self.view_start - t0, 3)} ms".ljust(width // 2)
-        axis += f"│ {ms(self.cursor_ns - t0, 3)}".ljust(width - width // 2 - 12)
-        axis += f"{ms(self.view_end - t0, 3)} ms".rjust(12)
-        out.append(" " * (LABEL_WIDTH + 1) + axis[:width] + "\n", style="dim")
+        axis += f"│ {ms(self.cursor_ns - t0, 3)}".ljust(width - width // 2 - len(end)) + end
+        out.append(" " * (label_width + 1) + axis[:width] + "\n", style="dim")
         for index, lane in enumerate(self.timeline.lanes):
             label_style = "reverse" if index == self.lane and self.has_focus else "bold"
-            out.append(lane.key[:LABEL_WIDTH].ljust(LABEL_WIDTH), style=label_style)
+            out.append(lane.key[:label_width].ljust(label_width), style=label_style)
             out.append(" ")
             self._render_lane(out, index, width)
             out.append("\n")
