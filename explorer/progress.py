@@ -7,7 +7,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 STAGES = {"ingest": "ingesting files"}
 
@@ -26,7 +33,7 @@ def stderr_progress() -> Iterator[Callable[[str, int, int], None]]:
         TimeElapsedColumn(),
     )
     with Progress(*columns, console=console, transient=True) as bar:
-        tasks: dict[str, int] = {}
+        tasks: dict[str, TaskID] = {}
 
         def report(stage: str, done: int, total: int) -> None:
             if stage not in tasks:

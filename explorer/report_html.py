@@ -1,11 +1,15 @@
 """`tracegraph report --html FILE`: the report as one self-contained HTML page (no scripts, no
-network): the findings first, a chart of each rank's GPU time by what filled it and of step
-times per rank, then every table, times in µs."""
+network): the findings first, then charts drawn with matplotlib and inlined as SVG (step times
+per rank, each rank's GPU time by what filled it, what bound each step), then every table,
+times in µs. Matplotlib is imported only here, and only when a page is made."""
 
 from __future__ import annotations
 
 import html
-from collections.abc import Sequence
+import io
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -13,6 +17,9 @@ from tracegraph.queries.report import HTA_MODE, Report
 
 from .names import shorten_all
 from .report_view import TITLES, _in_us
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 STYLE = """
 body { font: 14px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222 }
@@ -22,9 +29,28 @@ th { text-align: left; border-bottom: 1px solid #999 } td.n { text-align: right 
 tr:nth-child(even) { background: #f4f4f4 }
 .finding { border-left: 4px solid #c0392b; padding: 4px 12px; margin: 10px 0; background: #fdf3f2 }
 .finding code { font-size: 11px; word-break: break-all; color: #555 }
-.legend span { display: inline-block; width: 10px; height: 10px; margin: 0 4px 0 12px }
+svg { max-width: 100%; height: auto } .note { color: #555; font-size: 12px }
 """
-COLOURS = {"compute": "#2e86c1", "non_compute": "#f39c12", "idle": "#d5d8dc"}
+SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no clock, no URL
+STEP_COLOUR, SLOWEST_COLOUR = "#5d6d7e", "#c0392b"
+SEGMENTS = {  # a temporal bar's parts, in drawing order: label, colour
+    "compute": ("compute", "#2e86c1"),
+    "communication": ("communication", "#f39c12"),
+    "memory": ("memory copy/set", "#8e44ad"),
+    "other_non_compute": ("other non-compute", "#f8c471"),
+    "non_compute": ("non-compute", "#f39c12"),
+    "idle_host_wait": ("idle: host wait", "#7f8c8d"),
+    "idle_kernel_wait": ("idle: kernel wait", "#aab7b8"),
+    "idle_other": ("idle: other", "#d5d8dc"),
+    "idle": ("idle", "#d5d8dc"),
+}
+HTA_READS_THE_WHOLE_TRACE = "an --hta-compatible report reads the whole trace, as HTA does"
+CRITICAL_PATH_HINT = (
+    "what bound each step comes from a native edge set built over every step "
+    "(<code>tracegraph edges DB --native --all-steps</code>)"
+)
+
+Draw = Callable[["Axes"], dict[str, str]]  # draws on the axes, returns hover titles by gid
 
 
 def report_html(report: Report, db: str) -> str:
@@ -39,12 +65,13 @@ def report_html(report: Report, db: str) -> str:
         f"<p>{html.escape(db)} · rank(s) {', '.join(map(str, report.ranks))}{step} · {mode}</p>",
         "<h2>Findings, most costly first</h2>",
         _findings(report),
+        "<h2>Step time per rank</h2>",
+        _step_section(report),
         "<h2>GPU time by what filled it, per rank</h2>",
-        _temporal_chart(report.tables["temporal"]),
+        _temporal_section(report.tables["temporal"], report.tables["kernel_types"]),
+        "<h2>What bound each step (the critical path across ranks)</h2>",
+        _critical_section(report),
     ]
-    steps = report.tables["steps"]
-    if steps.num_rows:
-        parts += ["<h2>Step time per rank (ms)</h2>", _step_chart(steps)]
     for name, table in report.tables.items():
         if table.num_rows:
             parts += [f"<h2>{html.escape(TITLES.get(name, name))}</h2>", _table(table)]
@@ -68,57 +95,208 @@ def _findings(report: Report) -> str:
     return "\n".join(out)
 
 
-def _temporal_chart(temporal: pa.Table) -> str:
-    rows = [r for r in temporal.to_pylist() if r["kernel_time_ns"]]
-    if not rows:
-        return "<p>No GPU activity.</p>"
-    width, bar, gap = 900, 18, 6
-    height = len(rows) * (bar + gap) + 10
-    svg = [f"<svg width='{width + 80}' height='{height}' role='img'>"]
-    for i, r in enumerate(rows):
-        y, x = 5 + i * (bar + gap), 60.0
-        svg.append(f"<text x='0' y='{y + 13}' font-size='12'>rank {r['rank']}</text>")
-        for part in ("compute", "non_compute", "idle"):
-            w = width * r[f"{part}_ns"] / r["kernel_time_ns"]
-            label = f"{part.replace('_', '-')} {r[f'{part}_ns'] / 1e3:,.0f} µs"
-            svg.append(
-                f"<rect x='{x:.1f}' y='{y}' width='{w:.1f}' height='{bar}' "
-                f"fill='{COLOURS[part]}'><title>{label}</title></rect>"
-            )
-            x += w
-    svg.append("</svg>")
-    legend = "".join(
-        f"<span style='background:{c}'></span>{k.replace('_', '-')}" for k, c in COLOURS.items()
+def _step_section(report: Report) -> str:
+    steps = report.tables["steps"]
+    if not steps.num_rows:
+        why = HTA_READS_THE_WHOLE_TRACE if report.mode == HTA_MODE else "no ProfilerSteps"
+        return f"<p class='note'>No step times in this report: {why}.</p>"
+    times = _step_ms(steps.to_pylist())
+    size = (min(16.0, 2.0 + 0.6 * len(times)), 3.2)
+    return _svg(size, lambda ax: _draw_steps(ax, times)) + (
+        "<p class='note'>A box per rank over its steps' CPU time; the points are its steps, "
+        "in order, red where the rank was the slowest of that step.</p>"
     )
-    return "".join(svg) + f"<div class='legend'>{legend}</div>"
 
 
-def _step_chart(steps: pa.Table) -> str:
-    rows = steps.to_pylist()
+def _step_ms(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float, bool]]]:
+    """Per rank, in order, each step's number, time in ms and whether the rank was the
+    slowest of the step (the lowest such rank on a tie; never where the step has one rank)."""
     by_step: dict[int, list[tuple[int, int]]] = {}
     for r in rows:
-        by_step.setdefault(r["step"], []).append((r["rank"], r["step_ns"]))
-    top = max(r["step_ns"] for r in rows) or 1
-    bar, gap, height = 8, 14, 160
-    columns = sum(len(v) for v in by_step.values()) * bar + len(by_step) * gap
-    svg = [f"<svg width='{columns + 60}' height='{height + 30}' role='img'>"]
-    x = 40
-    for number, ranks in sorted(by_step.items()):
-        worst = max(ns for _, ns in ranks)
-        for rank, ns in sorted(ranks):
-            h = height * ns / top
-            fill = "#c0392b" if ns == worst and len(ranks) > 1 else "#5d6d7e"
-            svg.append(
-                f"<rect x='{x}' y='{height - h:.1f}' width='{bar - 1}' height='{h:.1f}' "
-                f"fill='{fill}'><title>step {number} rank {rank}: {ns / 1e6:,.2f} ms</title>"
-                "</rect>"
-            )
-            x += bar
-        svg.append(f"<text x='{x - bar * len(ranks)}' y='{height + 14}' font-size='10'>"
-                   f"{number}</text>")  # fmt: skip
-        x += gap
-    svg.append(f"<text x='0' y='12' font-size='10'>{top / 1e6:,.1f}</text></svg>")
-    return "".join(svg) + "<div>the slowest rank of each step in red</div>"
+        by_step.setdefault(r["step"], []).append((r["step_ns"], -r["rank"]))
+    slowest = {step: -max(v)[1] for step, v in by_step.items() if len(v) > 1}
+    times: dict[int, list[tuple[int, float, bool]]] = {}
+    for r in sorted(rows, key=lambda r: (r["rank"], r["step"])):
+        times.setdefault(r["rank"], []).append(
+            (r["step"], r["step_ns"] / 1e6, slowest.get(r["step"]) == r["rank"])
+        )
+    return times
+
+
+def _draw_steps(ax: Axes, times: Mapping[int, list[tuple[int, float, bool]]]) -> dict[str, str]:
+    ranks = sorted(times)
+    drawn = ax.boxplot(
+        [[ms for _, ms, _ in times[r]] for r in ranks],
+        positions=range(len(ranks)),
+        widths=0.6,
+        showfliers=False,  # every step is drawn as a point
+        medianprops={"color": STEP_COLOUR},
+    )
+    titles = {}
+    for i, (rank, box) in enumerate(zip(ranks, drawn["boxes"], strict=True)):
+        mine = times[rank]
+        box.set_gid(f"steps-rank{rank}")
+        titles[f"steps-rank{rank}"] = _box_title(rank, mine)
+        ax.scatter(
+            _spread(i, len(mine)),
+            [ms for _, ms, _ in mine],
+            c=[SLOWEST_COLOUR if worst else STEP_COLOUR for *_, worst in mine],
+            s=14,
+            zorder=3,
+        )
+    ax.set_xticks(range(len(ranks)), [f"rank {r}" for r in ranks])
+    ax.tick_params("x", labelrotation=90 if len(ranks) > 8 else 0)
+    ax.set_ylabel("step time (ms)")
+    return titles
+
+
+def _box_title(rank: int, steps: list[tuple[int, float, bool]]) -> str:
+    ms = sorted(t for _, t, _ in steps)
+    slowest = ", ".join(str(s) for s, _, worst in steps if worst) or "none"
+    return (
+        f"rank {rank}: {len(ms)} step(s), median {ms[len(ms) // 2]:,.2f} ms, "
+        f"min {ms[0]:,.2f} ms, max {ms[-1]:,.2f} ms; slowest rank in step(s) {slowest}"
+    )
+
+
+def _spread(centre: int, count: int) -> list[float]:
+    """`count` x positions across a box, left to right, so the steps read in order."""
+    if count == 1:
+        return [float(centre)]
+    return [centre - 0.2 + 0.4 * k / (count - 1) for k in range(count)]
+
+
+def _temporal_section(temporal: pa.Table, kernel_types: pa.Table) -> str:
+    shares: dict[int, dict[str, int]] = {}
+    for row in kernel_types.to_pylist():
+        shares.setdefault(row["rank"], {})[row["kernel_type"]] = row["total_ns"]
+    bars = [
+        (row["rank"], row["kernel_time_ns"], _segments(row, shares.get(row["rank"], {})))
+        for row in temporal.to_pylist()
+        if row["kernel_time_ns"]
+    ]
+    if not bars:
+        return "<p class='note'>No GPU activity.</p>"
+    size = (9.0, min(30.0, 1.3 + 0.35 * len(bars)))
+    return _svg(size, lambda ax: _draw_temporal(ax, bars)) + (
+        "<p class='note'>Each rank's GPU span, first start to last end: idle when no stream is "
+        "busy; communication and memory are busy time with no compute beside it.</p>"
+    )
+
+
+def _segments(row: Mapping[str, Any], shares: Mapping[str, int]) -> dict[str, int]:
+    """One rank's GPU span in parts: compute; the non-compute time split into communication,
+    memory and the rest by the exclusive kernel-type shares (kept whole where the shares do
+    not fit in it); idle, by cause where the exact reading gives them."""
+    parts = {"compute": row["compute_ns"]}
+    communication = sum(
+        ns for name, ns in shares.items() if "COMMUNICATION" in name and "COMPUTATION" not in name
+    )
+    memory = shares.get("MEMORY", 0)
+    rest = row["non_compute_ns"] - communication - memory
+    if rest >= 0:
+        parts |= {"communication": communication, "memory": memory, "other_non_compute": rest}
+    else:
+        parts["non_compute"] = row["non_compute_ns"]
+    if row["idle_host_wait_ns"] is None:  # HTA's reading: no causes
+        parts["idle"] = row["idle_ns"]
+    else:
+        for cause in ("host_wait", "kernel_wait", "other"):
+            parts[f"idle_{cause}"] = row[f"idle_{cause}_ns"]
+    return parts
+
+
+def _draw_temporal(ax: Axes, bars: list[tuple[int, int, dict[str, int]]]) -> dict[str, str]:
+    titles, labelled = {}, set()
+    for i, (rank, span_ns, parts) in enumerate(bars):
+        left = 0.0
+        for key, ns in parts.items():
+            if not ns:
+                continue
+            label, colour = SEGMENTS[key]
+            drawn = ax.barh(
+                i, ns / 1e6, left=left, height=0.6, color=colour,
+                label=label if key not in labelled else "_nolegend_",
+            )  # fmt: skip
+            labelled.add(key)
+            gid = f"temporal-rank{rank}-{key}"
+            drawn.patches[0].set_gid(gid)
+            share = f"{100 * ns / span_ns:.1f} % of the span"
+            titles[gid] = f"rank {rank} · {label}: {ns / 1e3:,.0f} µs, {share}"
+            left += ns / 1e6
+    ax.set_yticks(range(len(bars)), [f"rank {rank}" for rank, _, _ in bars])
+    ax.invert_yaxis()
+    ax.set_xlabel("GPU span (ms)")
+    ax.figure.legend(loc="outside lower center", ncols=len(labelled), frameon=False)
+    return titles
+
+
+def _critical_section(report: Report) -> str:
+    groups: dict[tuple[int, str], list[int]] = {}
+    for step, bound in sorted(report.bound_by.items()):
+        if report.step in (None, step):
+            groups.setdefault((int(str(bound["rank"])), str(bound["op"])), []).append(step)
+    if not groups:
+        why = HTA_READS_THE_WHOLE_TRACE if report.mode == HTA_MODE else CRITICAL_PATH_HINT
+        return f"<p class='note'>No critical path in this report: {why}.</p>"
+    size = (9.0, min(30.0, 1.2 + 0.35 * len(groups)))
+    return _svg(size, lambda ax: _draw_critical(ax, groups)) + (
+        "<p class='note'>Per rank and op, the steps whose cross-rank critical path they bound "
+        "(from the run's native edge set).</p>"
+    )
+
+
+def _draw_critical(ax: Axes, groups: Mapping[tuple[int, str], list[int]]) -> dict[str, str]:
+    from matplotlib.ticker import MaxNLocator
+
+    order = sorted(groups, key=lambda k: (-len(groups[k]), k))
+    ops = shorten_all([op for _, op in order], 50)
+    titles = {}
+    for i, (rank, op) in enumerate(order):
+        steps = groups[rank, op]
+        drawn = ax.barh(i, len(steps), height=0.6, color=SLOWEST_COLOUR)
+        drawn.patches[0].set_gid(f"critical-{i}")
+        titles[f"critical-{i}"] = (
+            f"rank {rank} at {op}: bound {len(steps)} step(s): {', '.join(map(str, steps))}"
+        )
+    labels = [f"rank {rank} · {op}" for (rank, _), op in zip(order, ops, strict=True)]
+    ax.set_yticks(range(len(order)), labels, parse_math=False)  # op names may hold '$'
+    ax.invert_yaxis()
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xlabel("steps bound")
+    return titles
+
+
+def _svg(size: tuple[float, float], draw: Draw) -> str:
+    """What `draw` puts on a fresh figure of `size` inches, as an inline `<svg>` element."""
+    from matplotlib import rc_context
+    from matplotlib.backends.backend_svg import FigureCanvasSVG
+    from matplotlib.figure import Figure
+
+    # a fixed salt for the ids matplotlib hashes (random otherwise) and text kept as text, not
+    # glyph paths: with SVG_METADATA, the same report gives the same bytes
+    with rc_context({"svg.hashsalt": "tracegraph", "svg.fonttype": "none", "font.size": 9.0}):
+        figure = Figure(figsize=size, layout="constrained")
+        FigureCanvasSVG(figure)
+        titles = draw(figure.add_subplot())
+        out = io.StringIO()
+        figure.savefig(out, format="svg", metadata=SVG_METADATA)
+    return _inline(out.getvalue(), titles)
+
+
+def _inline(svg: str, titles: Mapping[str, str]) -> str:
+    """The `<svg>` element alone, without the XML prolog and the namespace declarations (the
+    HTML parser supplies both namespaces; their URLs would read as something fetched), each
+    group named in `titles` given its hover `<title>`."""
+    svg = svg[svg.index("<svg") :]
+    head, body = svg.split(">", 1)
+    head = re.sub(r'\s+xmlns(:\w+)?="[^"]*"', "", head) + ' role="img">'
+
+    def titled(group: re.Match[str]) -> str:
+        title = titles.get(group[1])
+        return group[0] if title is None else f"{group[0]}<title>{html.escape(title)}</title>"
+
+    return head + re.sub(r'<g id="([^"]+)">', titled, body)
 
 
 def _table(table: pa.Table) -> str:

@@ -91,13 +91,13 @@ def write_report(
     out.write(f"run '{report.run}', rank(s) {ranks} — {mode}\n")
     if report.mode != HTA_MODE:
         _write_findings(out, report, db)
-    for name, table in report.tables.items():
+    for name, rows in report.tables.items():
         out.write(f"\n{TITLES[name]}:\n")
-        if table.num_rows == 0:
+        if rows.num_rows == 0:
             out.write(f"  none ({EMPTY.get(name, 'no GPU activity')})\n")
             continue
-        hidden = [c for c in table.column_names if c in ("names", "waits_ns")]
-        shown = _in_us(table.drop_columns(hidden))
+        hidden = [c for c in rows.column_names if c in ("names", "waits_ns")]
+        shown = _in_us(rows.drop_columns(hidden))
         text = output.render(shown, max_width=width)
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
 

@@ -202,7 +202,8 @@ def _described(
         found = ids[at] == wanted if len(ids) else np.zeros(len(wanted), bool)
         index = pa.array(at, mask=~found)  # an end that is no node: null
         for column in DESCRIBED:
-            taken = values[column].take(index) if len(ids) else pa.nulls(len(wanted))
+            kind = values[column].type
+            taken = values[column].take(index) if len(ids) else pa.nulls(len(wanted), kind)
             rows = rows.append_column(f"{end}_{column}", taken)
     return rows
 
@@ -345,7 +346,9 @@ def _is_in(column: pa.ChunkedArray, values: Sequence[str]) -> np.ndarray:
     wanted = pa.array(list(values), pa.string())
     parts = []
     for chunk in column.chunks:
-        if pa.types.is_dictionary(chunk.type):
+        if pa.types.is_null(chunk.type):  # no node was found for any of them
+            found = np.zeros(len(chunk), bool)
+        elif pa.types.is_dictionary(chunk.type):
             hit = pc.is_in(chunk.dictionary, wanted).to_numpy(zero_copy_only=False)
             codes = pc.fill_null(chunk.indices, 0).to_numpy()
             found = hit[codes] if len(hit) else np.zeros(len(chunk), bool)

@@ -1,14 +1,25 @@
 """`report --html`: one self-contained page (no scripts, nothing fetched) holding every finding,
-the charts and every table of the report, row for row."""
+the charts (drawn with matplotlib from the report's figures) and every table, row for row; the
+same database gives the same bytes, and `report` without `--html` never loads matplotlib."""
 
 from __future__ import annotations
 
+import html
+import re
+import subprocess
+import sys
 from html.parser import HTMLParser
 from pathlib import Path
+
+import pytest
 
 import tracegraph
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.explorer.cli import main
+from tracegraph.queries.report import Report
+
+TRACES = (Path(__file__).resolve().parents[2] / ".." / "shared" / "traces").resolve()
+TRACE_FILTER = TRACES / "hta" / "trace_filter"  # 2 ranks, NCCL, 2 ProfilerSteps
 
 
 class Page(HTMLParser):
@@ -25,21 +36,149 @@ class Page(HTMLParser):
             self.tables[-1] += 1
 
 
-def test_the_page_holds_the_whole_report_and_nothing_from_outside(tmp_path: Path) -> None:
+class Chart:
+    """One inline `<svg>`: its titled groups (gid → hover title, path) and its text."""
+
+    def __init__(self, svg: str) -> None:
+        groups = re.findall(r'<g id="([^"]+)"><title>([^<]*)</title>\s*<path d="([^"]*)"', svg)
+        self.titles = {gid: html.unescape(title) for gid, title, _ in groups}
+        self.paths = {gid: path for gid, _, path in groups}
+        self.texts = {html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)}
+
+    def width(self, gid: str) -> float:
+        """The horizontal extent of a bar's outline."""
+        xs = [float(x) for x in re.findall(r"[ML] (-?[\d.]+) ", self.paths[gid])]
+        return max(xs) - min(xs)
+
+
+def charts(text: str) -> dict[str, Chart]:
+    """The page's charts by what their groups are named after (steps, temporal, critical)."""
+    found = {}
+    for svg in re.findall(r"<svg.*?</svg>", text, re.S):
+        chart = Chart(svg)
+        found[next(iter(chart.titles)).split("-")[0]] = chart
+    return found
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report]:
+    """A 2-rank synthetic run with a late rank 1, without edge sets."""
+    base = tmp_path_factory.mktemp("synthetic")
     write_per_rank(SyntheticConfig(ranks=2, steps=3, layers=2, late_rank=1, late_us=2_000),
-                   tmp_path / "t")  # fmt: skip
-    db = tmp_path / "r.kuzu"
+                   base / "t")  # fmt: skip
+    db = base / "r.kuzu"
     g = tracegraph.open(db)
-    g.ingest(tmp_path / "t", run="job")
-    out = tmp_path / "report.html"
+    g.ingest(base / "t", run="job")
+    return db, g.report("job")
+
+
+@pytest.fixture(scope="module")
+def trace_filter(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Report]:
+    """HTA's 2-rank trace_filter job with a native edge set over every step."""
+    if len(list(TRACE_FILTER.glob("*.json.gz"))) != 2:
+        pytest.skip(f"real traces not at {TRACE_FILTER}")
+    db = tmp_path_factory.mktemp("trace_filter") / "r.kuzu"
+    g = tracegraph.open(db)
+    g.ingest(TRACE_FILTER, run="tf")
+    g.edges("native", run="tf", all_steps=True)
+    return db, g.report("tf")
+
+
+def render(db: Path, out: Path) -> str:
     assert main(["report", str(db), "--html", str(out)]) == 0
-    text = out.read_text()
+    return out.read_text()
+
+
+def test_the_page_holds_the_whole_report_and_nothing_from_outside(
+    synthetic: tuple[Path, Report], tmp_path: Path
+) -> None:
+    db, report = synthetic
+    text = render(db, tmp_path / "report.html")
     page = Page()
     page.feed(text)
-    report = g.report("job")
     shown = [n for n, t in report.tables.items() if t.num_rows]
     assert page.tables == [report.tables[n].num_rows for n in shown]
     assert text.count("class='finding'") == len(report.findings) > 0
-    assert sum(1 for tag, _ in page.tags if tag == "svg") == 2  # GPU time, step times
+    assert sorted(charts(text)) == ["steps", "temporal"]  # one <svg> each
+    assert sum(1 for tag, _ in page.tags if tag == "svg") == 2
+    assert "No critical path in this report" in text  # no native edge set
     assert not [t for t, _ in page.tags if t in ("script", "link", "img", "iframe")]
     assert "http" not in text  # nothing fetched: it opens offline
+
+
+def test_the_charts_draw_the_reports_figures(
+    trace_filter: tuple[Path, Report], tmp_path: Path
+) -> None:
+    db, report = trace_filter
+    text = render(db, tmp_path / "report.html")
+    assert text.count("<svg") == 3 and "<script" not in text and "http" not in text
+    drawn = charts(text)
+    labels = {f"rank {r}" for r in report.ranks}
+    assert labels <= drawn["steps"].texts and labels <= drawn["temporal"].texts
+    _check_step_boxes(drawn["steps"], report)
+    _check_temporal_bars(drawn["temporal"], report)
+    _check_critical_bars(drawn["critical"], report)
+
+
+def _check_step_boxes(chart: Chart, report: Report) -> None:
+    """A box per rank, each naming the steps where that rank was the slowest."""
+    rows = report.tables["steps"].to_pylist()
+    assert sorted(chart.titles) == [f"steps-rank{r}" for r in report.ranks]
+    for step in {r["step"] for r in rows}:
+        worst = max((r for r in rows if r["step"] == step), key=lambda r: r["step_ns"])
+        assert str(step) in chart.titles[f"steps-rank{worst['rank']}"].split("step(s) ")[-1]
+
+
+def _check_temporal_bars(chart: Chart, report: Report) -> None:
+    """A bar per rank whose parts fill the rank's GPU span, each part as long as its time on
+    the one x axis of every rank."""
+    px_per_ns = []
+    for row in report.tables["temporal"].to_pylist():
+        bar = f"temporal-rank{row['rank']}-"
+        parts = [gid for gid in chart.titles if gid.startswith(bar)]
+        assert f"compute: {row['compute_ns'] / 1e3:,.0f} µs" in chart.titles[bar + "compute"]
+        px_per_ns += [
+            chart.width(bar + "compute") / row["compute_ns"],
+            chart.width(bar + "idle_host_wait") / row["idle_host_wait_ns"],
+            sum(chart.width(gid) for gid in parts) / row["kernel_time_ns"],
+        ]
+    assert len(px_per_ns) == 3 * len(report.ranks)
+    assert max(px_per_ns) == pytest.approx(min(px_per_ns), rel=1e-4)
+
+
+def _check_critical_bars(chart: Chart, report: Report) -> None:
+    """A bar per rank and op that bound a step, as long as the steps it bound."""
+    bound: dict[tuple[object, object], list[int]] = {}
+    for step, b in sorted(report.bound_by.items()):
+        bound.setdefault((b["rank"], b["op"]), []).append(step)
+    assert len(chart.titles) == len(bound) > 0
+    px_per_step = []
+    for gid, title in chart.titles.items():
+        (rank, op), steps = next(
+            (k, v) for k, v in bound.items() if title.startswith(f"rank {k[0]} at {k[1]}:")
+        )
+        assert title.endswith(": " + ", ".join(map(str, steps)))
+        assert f"rank {rank}" in " ".join(chart.texts)
+        px_per_step.append(chart.width(gid) / len(steps))
+    assert max(px_per_step) == pytest.approx(min(px_per_step), rel=1e-4)
+
+
+def test_the_same_database_gives_the_same_page(
+    trace_filter: tuple[Path, Report], tmp_path: Path
+) -> None:
+    db, _ = trace_filter
+    first = render(db, tmp_path / "a.html")
+    assert render(db, tmp_path / "b.html") == first
+
+
+def test_report_without_html_leaves_matplotlib_unloaded(synthetic: tuple[Path, Report]) -> None:
+    db, _ = synthetic
+    code = (
+        "import sys\n"
+        "from tracegraph.explorer import report_html\n"  # the page's module loads it lazily
+        "from tracegraph.explorer.cli import main\n"
+        f"assert main(['report', {str(db)!r}, '--format', 'json']) == 0\n"
+        "assert 'matplotlib' not in sys.modules, 'report imported matplotlib'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
