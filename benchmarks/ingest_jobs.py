@@ -60,8 +60,15 @@ def main() -> int:
     print(f"{len(files)} per-rank files, {size:,.0f} MB of JSON; median of {args.repeat}")
     print_table(
         ["--jobs", "wall s", f"speed-up vs --jobs {jobs[0]}", "peak RSS MiB (largest process)"],
-        [[j, f"{median(times[j]):.2f}", f"{base / median(times[j]):.2f}x",
-          f"{median(rss[j]):,.0f}"] for j in jobs],  # fmt: skip
+        [
+            [
+                j,
+                f"{median(times[j]):.2f}",
+                f"{base / median(times[j]):.2f}x",
+                f"{median(rss[j]):,.0f}",
+            ]
+            for j in jobs
+        ],  # fmt: skip
     )
     print(f"goal: --jobs 2 >= {GOAL}x --jobs 1 on 2 cores")
     return 0

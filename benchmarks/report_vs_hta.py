@@ -86,8 +86,15 @@ def main() -> int:
     print(f"median of {args.repeat} whole processes each (wall s; peak RSS MiB, of which up to "
           f"{floor:.0f} MiB may be this parent's, inherited at fork)")  # fmt: skip
     print_table(
-        ["trace", "HTA load+4", "tg compatible", "ratio", "tg exact", "ratio",
-         "RSS hta / compat / exact"],  # fmt: skip
+        [
+            "trace",
+            "HTA load+4",
+            "tg compatible",
+            "ratio",
+            "tg exact",
+            "ratio",
+            "RSS hta / compat / exact",
+        ],  # fmt: skip
         rows,
     )
     return 0

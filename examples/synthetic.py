@@ -189,15 +189,24 @@ K_THRESHOLD_BWD = _kernel(_elementwise(_THRESH, 3), 8_000, 8192, 128, 28, 0)
 K_LAYER_NORM = _kernel(
     "void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<float, float>"
     "(int, float, float const*, float const*, float const*, float*, float*, float*)",
-    9_000, 8192, 256, 40, 0,
+    9_000,
+    8192,
+    256,
+    40,
+    0,
 )
 K_LAYER_NORM_BWD = _kernel(
     "void at::native::(anonymous namespace)::layer_norm_grad_input_kernel_vectorized<float, float>"
     "(float const*, float const*, float const*, float const*, float const*, float*, int)",
-    14_000, 8192, 128, 48, 1_024,
+    14_000,
+    8192,
+    128,
+    48,
+    1_024,
 )
-K_MSE = _kernel(f"void at::native::reduce_kernel<512, 1, {_MEAN_OP} >({_MEAN_OP})", 5_000, 264,
-                512, 32, 16)
+K_MSE = _kernel(
+    f"void at::native::reduce_kernel<512, 1, {_MEAN_OP} >({_MEAN_OP})", 5_000, 264, 512, 32, 16
+)
 K_MSE_BWD = _kernel(_elementwise(_MSE_BWD, 4), 4_000, 8192, 128, 30, 0)
 K_CAST = _kernel("void at::native::unrolled_elementwise_kernel<at::native::direct_copy_kernel_cuda"
                  "(at::TensorIteratorBase&)::{lambda()#3}::operator()() const>", 3_000, 8192, 128,
@@ -206,7 +215,11 @@ K_TINY = _kernel(_elementwise(_CLAMP, 2), 1_500, 64, 128, 16, 0)
 K_ADAMW = _kernel(
     f"void at::native::(anonymous namespace)::multi_tensor_apply_kernel<{_ADAM_META}, {_ADAM_FN}, "
     f"{_ADAM_ARGS}>({_ADAM_META}, {_ADAM_FN}, {_ADAM_ARGS})",
-    40_000, 320, 512, 64, 0,
+    40_000,
+    320,
+    512,
+    64,
+    0,
 )
 K_NCCL = _kernel(NCCL_KERNEL_NAME, 0, 24, 640, 96, 87_568)
 
@@ -311,8 +324,14 @@ class SyntheticConfig:
     gpu_scale: float = 1.0
 
     def __post_init__(self) -> None:
-        for name in ("ranks", "steps", "layers", "bucket_layers", "gpus_per_node",
-                     "devices_per_rank"):
+        for name in (
+            "ranks",
+            "steps",
+            "layers",
+            "bucket_layers",
+            "gpus_per_node",
+            "devices_per_rank",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1")
         if self.straggler_rank is not None and not 0 <= self.straggler_rank < self.ranks:
@@ -557,8 +576,19 @@ class _Rank:
             f'"ts": {_TS % divmod(start, 1000)}, "cat": "ac2g", "name": "ac2g", "bp": "e"}}'
         )
 
-    def _launch_text(self, k: _Kernel, stream: int, ts: int, dur: int, start: int, kdur: int,
-                     ext: int, corr: int, tail: str = "", device: int | None = None) -> str:
+    def _launch_text(
+        self,
+        k: _Kernel,
+        stream: int,
+        ts: int,
+        dur: int,
+        start: int,
+        kdur: int,
+        ext: int,
+        corr: int,
+        tail: str = "",
+        device: int | None = None,
+    ) -> str:
         """cudaLaunchKernel, its kernel and their ac2g flow pair, as one piece of JSON text
         (on `device`, else the rank's first)."""
         loc, gpu_pid, ra = self.loc, self.gpu_pid, self.ra
@@ -615,13 +645,12 @@ class _Rank:
             f'{{"ph": "X", "cat": "cpu_op", "name": {name}, {self.loc}, '
             f'"ts": {_TS % divmod(ts, 1000)}, "dur": {_TS % divmod(end - ts, 1000)}, '
             f'"args": {{"External id": {ext}, "Record function id": {ext}, "Ev Idx": {ev_idx}'
-            f'{extra}{self.ra}}}}},\n'
+            f"{extra}{self.ra}}}}},\n"
             + self._launch_text(k, COMPUTE_STREAM, launch_ts, dur, start, kdur, ext, corr)
         )
         return start, start + kdur
 
-    def _copy(self, runtime: str, cbid: int, cat: str, name: str, nbytes: int,
-              gbps: float) -> None:
+    def _copy(self, runtime: str, cbid: int, cat: str, name: str, nbytes: int, gbps: float) -> None:
         """cudaMemcpyAsync / cudaMemsetAsync now and its GPU activity on the compute stream."""
         dur = self._cpu(MEMCPY_RT_NS if cbid == CBID_MEMCPY_ASYNC else MEMSET_RT_NS)
         ts, corr, ext = self._runtime(runtime, cbid, dur)
@@ -647,8 +676,17 @@ class _Rank:
             f'"args": {{"External id": {ext}{self.ra}}}}}'
         )
 
-    def _sync(self, kind: str, tid: int, ts: int, end: int, corr: int, ext: int | None,
-              wait: tuple[int, int, int] | None = None, device: int | None = None) -> None:
+    def _sync(
+        self,
+        kind: str,
+        tid: int,
+        ts: int,
+        end: int,
+        corr: int,
+        ext: int | None,
+        wait: tuple[int, int, int] | None = None,
+        device: int | None = None,
+    ) -> None:
         """A cuda_sync event; `wait` = (wait_on_stream, record correlation, cuda event id)."""
         if not self.cfg.with_cuda_sync:
             return
@@ -677,8 +715,9 @@ class _Rank:
         """cudaStreamWaitEvent: stream `waiting` waits on an event recorded on stream `on`."""
         dur = self._cpu(STREAM_WAIT_NS)
         ts, corr, ext = self._runtime("cudaStreamWaitEvent", CBID_STREAM_WAIT_EVENT, dur)
-        self._sync("Stream Wait Event", waiting, ts + 500, ts + dur, corr, ext,
-                   (on, record_corr, event_id))
+        self._sync(
+            "Stream Wait Event", waiting, ts + 500, ts + dur, corr, ext, (on, record_corr, event_id)
+        )
 
     def _host_wait(self, runtime: str, cbid: int, until: int) -> tuple[int, int, int, int | None]:
         """A blocking runtime call returning when the GPU reaches `until`; (ts, end, corr, ext)."""
@@ -689,8 +728,7 @@ class _Rank:
 
     def _record_event(self) -> tuple[int, int]:
         """cudaEventRecord now; returns (record correlation, cuda event id)."""
-        _, corr, _ = self._runtime("cudaEventRecord", CBID_EVENT_RECORD,
-                                   self._cpu(EVENT_RECORD_NS))
+        _, corr, _ = self._runtime("cudaEventRecord", CBID_EVENT_RECORD, self._cpu(EVENT_RECORD_NS))
         self.event_id += 1
         return corr, self.event_id
 
@@ -803,8 +841,14 @@ class _Rank:
         self._gap()
         for name in ("aten::to", "aten::_to_copy", "aten::copy_"):
             self._open(CPU_OP, _q(name))
-        self._copy("cudaMemcpyAsync", CBID_MEMCPY_ASYNC, "gpu_memcpy",
-                   "Memcpy HtoD (Pinned -> Device)", 2 * 1024 * 1024, 22.0)
+        self._copy(
+            "cudaMemcpyAsync",
+            CBID_MEMCPY_ASYNC,
+            "gpu_memcpy",
+            "Memcpy HtoD (Pinned -> Device)",
+            2 * 1024 * 1024,
+            22.0,
+        )
         for _ in range(3):
             self._close()
 
@@ -813,8 +857,14 @@ class _Rank:
         self._gap()
         self._open(USER_ANNOTATION, _q("Optimizer.zero_grad#AdamW.zero_grad"))
         self._open(CPU_OP, _q("aten::zero_"))
-        self._copy("cudaMemsetAsync", CBID_MEMSET_ASYNC, "gpu_memset", "Memset (Device)",
-                   1024 * 1024, 900.0)
+        self._copy(
+            "cudaMemsetAsync",
+            CBID_MEMSET_ASYNC,
+            "gpu_memset",
+            "Memset (Device)",
+            1024 * 1024,
+            900.0,
+        )
         self._close()
         self._close()
 
@@ -893,8 +943,11 @@ class _Rank:
         self._gap()
         self._open(CPU_OP, _q("c10d::allreduce_"))
         self._gap()
-        self._open(CPU_OP, _q("record_param_comms"),
-                   f', {comm}, "Global rank start": 0, "Global rank stride": 1')
+        self._open(
+            CPU_OP,
+            _q("record_param_comms"),
+            f', {comm}, "Global rank start": 0, "Global rank stride": 1',
+        )
         ready_corr, ready_event = self._record_event()
         ready = self.free[COMPUTE_STREAM]
         self._stream_wait(NCCL_STREAM, COMPUTE_STREAM, ready_corr, ready_event)
@@ -978,10 +1031,17 @@ class _Rank:
         self._gap()
         self._open(CPU_OP, _q("aten::item"))
         self._open(CPU_OP, _q("aten::_local_scalar_dense"))
-        self._copy("cudaMemcpyAsync", CBID_MEMCPY_ASYNC, "gpu_memcpy",
-                   "Memcpy DtoH (Device -> Pageable)", 4, 0.002)
-        ts, end, corr, ext = self._host_wait("cudaStreamSynchronize", CBID_STREAM_SYNC,
-                                             self.free[COMPUTE_STREAM])
+        self._copy(
+            "cudaMemcpyAsync",
+            CBID_MEMCPY_ASYNC,
+            "gpu_memcpy",
+            "Memcpy DtoH (Device -> Pageable)",
+            4,
+            0.002,
+        )
+        ts, end, corr, ext = self._host_wait(
+            "cudaStreamSynchronize", CBID_STREAM_SYNC, self.free[COMPUTE_STREAM]
+        )
         self._sync("Stream Sync", COMPUTE_STREAM, ts + 1_000, end, corr, ext)
         self._close()
         self._close()
@@ -990,12 +1050,15 @@ class _Rank:
         """Python-side step timing: event record + synchronize, then a device synchronize."""
         self._gap()
         record_corr, event_id = self._record_event()
-        ts, end, corr, ext = self._host_wait("cudaEventSynchronize", CBID_EVENT_SYNC,
-                                             self.free[COMPUTE_STREAM])
-        self._sync("Event Sync", -1, ts + 1_000, end, corr, ext,
-                   (COMPUTE_STREAM, record_corr, event_id))
-        ts, end, corr, ext = self._host_wait("cudaDeviceSynchronize", CBID_DEVICE_SYNC,
-                                             max(self.free.values()))
+        ts, end, corr, ext = self._host_wait(
+            "cudaEventSynchronize", CBID_EVENT_SYNC, self.free[COMPUTE_STREAM]
+        )
+        self._sync(
+            "Event Sync", -1, ts + 1_000, end, corr, ext, (COMPUTE_STREAM, record_corr, event_id)
+        )
+        ts, end, corr, ext = self._host_wait(
+            "cudaDeviceSynchronize", CBID_DEVICE_SYNC, max(self.free.values())
+        )
         self._sync("Context Sync", -1, ts + 1_000, end, corr, ext)
 
     # ---- the sync-kinds phase (SyntheticConfig.sync_demo) ---------------------------------
@@ -1068,22 +1131,40 @@ class _Rank:
                 record_corr, event_id = self._record_event()
                 dur = self._cpu(STREAM_WAIT_NS)
                 ts, corr, ext = self._runtime("cudaStreamWaitEvent", CBID_STREAM_WAIT_EVENT, dur)
-                self._sync("Stream Wait Event", COMPUTE_STREAM, ts + 500, ts + dur, corr, ext,
-                           (s, record_corr, event_id), device=d)
+                self._sync(
+                    "Stream Wait Event",
+                    COMPUTE_STREAM,
+                    ts + 500,
+                    ts + dur,
+                    corr,
+                    ext,
+                    (s, record_corr, event_id),
+                    device=d,
+                )
                 self._demo_launch(d, COMPUTE_STREAM, K_CLAMP, after=ready)
             last = streams[-1]  # the host waits for an event recorded on the last stream
             self._gap()
             self._demo_launch(d, last, K_GEMM_FWD)
             record_corr, event_id = self._record_event()
-            ts, end, corr, ext = self._host_wait("cudaEventSynchronize", CBID_EVENT_SYNC,
-                                                 self._free_at(d, last))
-            self._sync("Event Sync", -1, ts + 1_000, end, corr, ext,
-                       (last, record_corr, event_id), device=d)
+            ts, end, corr, ext = self._host_wait(
+                "cudaEventSynchronize", CBID_EVENT_SYNC, self._free_at(d, last)
+            )
+            self._sync(
+                "Event Sync",
+                -1,
+                ts + 1_000,
+                end,
+                corr,
+                ext,
+                (last, record_corr, event_id),
+                device=d,
+            )
             for s in streams:  # and for each stream
                 self._gap()
                 self._demo_launch(d, s, K_GEMM_FWD)
-                ts, end, corr, ext = self._host_wait("cudaStreamSynchronize", CBID_STREAM_SYNC,
-                                                     self._free_at(d, s))
+                ts, end, corr, ext = self._host_wait(
+                    "cudaStreamSynchronize", CBID_STREAM_SYNC, self._free_at(d, s)
+                )
                 self._sync("Stream Sync", s, ts + 1_000, end, corr, ext, device=d)
             if self.cfg.blocking_copy:
                 self._gap()
@@ -1120,10 +1201,12 @@ class _Rank:
             ("process_labels", gpu, 0, f'{{"labels": "GPU {dev}"}}'),
             ("process_sort_index", gpu, 0, f'{{"sort_index": {16_777_216 + dev}}}'),
         ]
-        threads = [(cpu, main_tid, f"thread {main_tid} (pt_main_thread)", main_tid),
-                   (cpu, bwd_tid, f"thread {bwd_tid} (pt_autograd_0)", bwd_tid),
-                   (gpu, COMPUTE_STREAM, f"stream {COMPUTE_STREAM} ", COMPUTE_STREAM),
-                   (gpu, NCCL_STREAM, f"stream {NCCL_STREAM} ", NCCL_STREAM)]
+        threads = [
+            (cpu, main_tid, f"thread {main_tid} (pt_main_thread)", main_tid),
+            (cpu, bwd_tid, f"thread {bwd_tid} (pt_autograd_0)", bwd_tid),
+            (gpu, COMPUTE_STREAM, f"stream {COMPUTE_STREAM} ", COMPUTE_STREAM),
+            (gpu, NCCL_STREAM, f"stream {NCCL_STREAM} ", NCCL_STREAM),
+        ]
         if self.cfg.with_cuda_sync:
             threads.append((gpu, -1, f"Device {dev}", -1))
         if self.cfg.sync_demo:
@@ -1198,11 +1281,20 @@ def _chunks(config: SyntheticConfig, merged: bool, rank_in_args: bool) -> Iterat
 def _device_properties(device: int) -> dict[str, object]:
     """deviceProperties entry of an H100 SXM."""
     return {
-        "id": device, "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85_045_346_304,
-        "computeMajor": 9, "computeMinor": 0, "maxThreadsPerBlock": 1024,
-        "maxThreadsPerMultiprocessor": 2048, "regsPerBlock": 65536, "warpSize": 32,
-        "sharedMemPerBlock": 49152, "numSms": 132, "regsPerMultiprocessor": 65536,
-        "sharedMemPerBlockOptin": 232448, "sharedMemPerMultiprocessor": 233472,
+        "id": device,
+        "name": "NVIDIA H100 80GB HBM3",
+        "totalGlobalMem": 85_045_346_304,
+        "computeMajor": 9,
+        "computeMinor": 0,
+        "maxThreadsPerBlock": 1024,
+        "maxThreadsPerMultiprocessor": 2048,
+        "regsPerBlock": 65536,
+        "warpSize": 32,
+        "sharedMemPerBlock": 49152,
+        "numSms": 132,
+        "regsPerMultiprocessor": 65536,
+        "sharedMemPerBlockOptin": 232448,
+        "sharedMemPerMultiprocessor": 233472,
     }
 
 
@@ -1215,9 +1307,19 @@ def _header(config: SyntheticConfig, rank: int | None) -> str:
         devices = config.devices(rank)
         ranks = list(range(config.ranks))
         dist = {
-            "backend": "nccl", "rank": rank, "world_size": config.ranks, "pg_count": 1,
-            "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cuda:nccl",
-                           "pg_size": config.ranks, "ranks": ranks}],
+            "backend": "nccl",
+            "rank": rank,
+            "world_size": config.ranks,
+            "pg_count": 1,
+            "pg_config": [
+                {
+                    "pg_name": "0",
+                    "pg_desc": "default_pg",
+                    "backend_config": "cuda:nccl",
+                    "pg_size": config.ranks,
+                    "ranks": ranks,
+                }
+            ],
             "nccl_version": "2.21.5",
         }
     props = ",\n    ".join(json.dumps(_device_properties(d)) for d in devices)
@@ -1351,8 +1453,11 @@ BYTES_PER_STEP = 10_540
 
 def estimate_bytes(config: SyntheticConfig) -> int:
     """Approximate uncompressed size of the per-rank files together (within ~10 %)."""
-    per_step = (BYTES_PER_LAYER_STEP * config.layers + BYTES_PER_BUCKET_STEP * config.buckets
-                + BYTES_PER_STEP)
+    per_step = (
+        BYTES_PER_LAYER_STEP * config.layers
+        + BYTES_PER_BUCKET_STEP * config.buckets
+        + BYTES_PER_STEP
+    )
     return config.ranks * config.steps * per_step
 
 
@@ -1395,10 +1500,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     layers = args.layers
     if args.target_mb:
         layers = layers_for_bytes(int(args.target_mb * 1e6), args.ranks, args.steps)
-    config = SyntheticConfig(ranks=args.ranks, steps=args.steps, layers=layers, seed=args.seed,
-                             with_cuda_sync=not args.no_cuda_sync, late_rank=args.late_rank,
-                             late_us=args.late_us, python_stacks=args.python_stacks,
-                             annotate=args.annotate)
+    config = SyntheticConfig(
+        ranks=args.ranks,
+        steps=args.steps,
+        layers=layers,
+        seed=args.seed,
+        with_cuda_sync=not args.no_cuda_sync,
+        late_rank=args.late_rank,
+        late_us=args.late_us,
+        python_stacks=args.python_stacks,
+        annotate=args.annotate,
+    )
     started = time.perf_counter()
     paths: list[Path] = []
     if args.out is not None:
@@ -1411,8 +1523,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         size = path.stat().st_size
         total += size
         print(f"{size:>14,d}  {path}")
-    print(f"{total:>14,d}  total ({config.ranks} ranks x {config.steps} steps x {layers} layers, "
-          f"{elapsed:.1f} s, {total / 1e6 / max(elapsed, 1e-9):.0f} MB/s written)")
+    print(
+        f"{total:>14,d}  total ({config.ranks} ranks x {config.steps} steps x {layers} layers, "
+        f"{elapsed:.1f} s, {total / 1e6 / max(elapsed, 1e-9):.0f} MB/s written)"
+    )
     if args.gzip:
         print(f"~{estimate_bytes(config):,d} bytes uncompressed per-rank JSON (estimate)")
     return 0

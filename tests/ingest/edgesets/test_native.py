@@ -113,8 +113,15 @@ CASES = [
         "synthetic-stacks-step1",
         _synthetic(
             "stacks",
-            SyntheticConfig(ranks=2, steps=3, layers=2, python_stacks=True, annotate=True,
-                            late_rank=1, late_us=1_000),  # fmt: skip
+            SyntheticConfig(
+                ranks=2,
+                steps=3,
+                layers=2,
+                python_stacks=True,
+                annotate=True,
+                late_rank=1,
+                late_us=1_000,
+            ),  # fmt: skip
             1,
         ),
         1,

@@ -60,8 +60,14 @@ JOBS = (
         ("rank0.trace.json", "rank1.trace.json", "rank2.trace.json"),
         (0, 1, 2),
         synthetic=SyntheticConfig(
-            ranks=3, steps=2, layers=2, python_stacks=True, annotate=True, late_rank=1,
-            late_us=1_500, sync_kinds=True,
+            ranks=3,
+            steps=2,
+            layers=2,
+            python_stacks=True,
+            annotate=True,
+            late_rank=1,
+            late_us=1_500,
+            sync_kinds=True,
         ),  # fmt: skip
     ),
     JobSet(
