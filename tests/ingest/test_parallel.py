@@ -157,3 +157,18 @@ def test_a_worker_writes_archive_rows_only_where_it_sees_the_writers_folder(
         assert prepared.archived is writes
         assert (prepared.archive_rows.num_rows == 0) is writes
         assert (folder / "rank-0.parquet").exists() is writes, token
+
+
+def test_ray_without_the_extra_is_one_line_and_nothing_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from tracegraph.ingest.errors import IngestError
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if tracegraph[ray] were not installed
+    (file,) = write_per_rank(SyntheticConfig(ranks=1, steps=1, layers=1), tmp_path / "t")
+    db = tmp_path / "x.kuzu"
+    with pytest.raises(IngestError, match=r"pip install 'tracegraph\[ray\]'"):
+        ingest([file], db, IngestOptions(ray="auto"))
+    assert not db.exists() and not archive.archive_root(db).exists()
