@@ -102,6 +102,7 @@ class TraceExplorer(App[int]):
         super().__init__()
         self.db = Path(db)
         self.store = store if store is not None else open_store(self.db, timeout_s)
+        self._first_store = self.store
         self.timeout_s = timeout_s
         self._keys = keys or {}
         self._warm = warm_up
@@ -142,9 +143,15 @@ class TraceExplorer(App[int]):
             self.exit()
 
     async def action_quit(self) -> None:
-        """Quit, first interrupting a running query (its worker thread would hold the exit)."""
-        self.store.interrupt()
+        """Quit, first interrupting a running query (its worker thread would hold the exit) on
+        every store the app has read (a worker may still use one Ctrl+L replaced)."""
+        self.interrupt_all()
         self.exit()
+
+    def interrupt_all(self) -> None:
+        stores = (self.store, self._first_store, *self._own_stores)
+        for store in {id(s): s for s in stores}.values():
+            store.interrupt()
 
     async def action_quit_unless_typing(self) -> None:
         """`q`: quit, unless the focused widget takes the key as text (an Input, the editor)."""
@@ -214,7 +221,9 @@ class TraceExplorer(App[int]):
         self.close_stores()
 
     def close_stores(self) -> None:
-        """Close the stores `reopen_if_replaced` opened (the app's first store is its caller's)."""
+        """Close the stores `reopen_if_replaced` opened (the app's first store is its caller's),
+        each query on them interrupted first (closing a store a query runs on hangs it)."""
+        self.interrupt_all()
         for store in self._own_stores:
             store.close()
         self._own_stores.clear()

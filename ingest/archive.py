@@ -86,6 +86,7 @@ class ArchiveWriter:
             manifest = {source: copy.result() for source, copy in self._copies.items()}
             self._copier.shutdown()
             (self.partial / MANIFEST).write_text(json.dumps(manifest, indent=1))
+            (self.partial / WRITER).unlink(missing_ok=True)  # read by the ingest's workers only
             os.replace(self.partial, run_folder(self.db, self.run_idx, ingested_at))
 
     def abandon(self, ingested_at: str | None) -> None:

@@ -18,7 +18,7 @@ import socket
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from .errors import IngestError
+from .errors import IngestError, TracegraphError
 from .parallel import FileOutcome, WorkerLost, prepare_file
 
 if TYPE_CHECKING:
@@ -40,10 +40,16 @@ class RayFilePool:
         archive: tuple[Path, str] | None = None,
     ) -> None:
         self.ray = _ray()
-        self.started = _connect(self.ray, address)
-        cpus = int(self.ray.cluster_resources().get("CPU", 1))
-        self.slots = max(1, jobs if jobs is not None else cpus)
-        self.task = self.ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(prepare_file)
+        self.started = False
+        try:
+            self.started = _connect(self.ray, address)
+            cpus = int(self.ray.cluster_resources().get("CPU", 1))
+            self.slots = max(1, jobs if jobs is not None else cpus)
+            self.task = self.ray.remote(num_cpus=1, max_retries=TASK_RETRIES)(prepare_file)
+        except BaseException:  # an interrupt during start-up too: no Ray processes left behind
+            if self.started or (address == "local" and self.ray.is_initialized()):
+                self.ray.shutdown()
+            raise
         self.refs: list[Any] = []
         self.archive = archive or (None, None)
 
@@ -61,9 +67,11 @@ class RayFilePool:
             outcome = self.ray.get(handle)
         except exceptions.RayTaskError as exc:
             cause = getattr(exc, "cause", None)
-            if isinstance(cause, Exception):  # the task's own error (a bad trace): as itself
+            if isinstance(cause, TracegraphError):  # the task's own error (a bad trace)
                 raise cause from None
-            raise WorkerLost(f"a Ray task failed: {_first_line(exc)}") from exc
+            why = _first_line(cause) if isinstance(cause, BaseException) else _first_line(exc)
+            raise WorkerLost(f"a Ray task failed ({type(cause).__name__}: {why}); is "
+                             "tracegraph installed on every node?") from exc  # fmt: skip
         except exceptions.RayError as exc:
             raise WorkerLost(
                 f"a Ray worker or node was lost while files were prepared ({_first_line(exc)})"

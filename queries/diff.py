@@ -414,7 +414,7 @@ def chakra_view(store: GraphStore, run: str, edge_sets: list[str]) -> pa.Table:
     folder = archive.run_archive(store.path, store, run_idx)
     keys = edge_set_copy_keys(store, run, run_idx)
     parts = []
-    for name in edge_sets:
+    for name in dict.fromkeys(edge_sets):  # a set compared with itself: its rows once
         key = keys.get(name)
         syncs = copies.read_copy(folder, key, "sync_dependency") if key is not None else None
         if syncs is None:

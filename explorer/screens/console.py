@@ -17,7 +17,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Footer, Header, Static
 from textual.worker import get_current_worker
 
-from tracegraph.ingest.store import QueryError, query_parameters
+from tracegraph.ingest.store import GraphStore, QueryError, query_parameters
 from tracegraph.queries.catalog import CannedQuery, canned_queries, coerce_params
 from tracegraph.queries.guard import QueryRefused, check_read_only
 
@@ -48,6 +48,7 @@ class ConsoleScreen(ExplorerScreen):
         self.param_values: dict[str, str] = {}
         self.result: pa.Table | None = None
         self.running = False
+        self.running_on: GraphStore | None = None  # the store the running query uses
         self.stop_requested = False
         self._done = threading.Event()
         self._done.set()
@@ -126,8 +127,9 @@ class ConsoleScreen(ExplorerScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="console-query")
     def execute(self, cypher: str, params: dict[str, object]) -> None:
+        self.running_on = store = self.explorer.store  # Ctrl+L may put another in its place
         try:
-            result = self.explorer.store.run(cypher, params, limit=ROW_LIMIT)
+            result = store.run(cypher, params, limit=ROW_LIMIT)
         except QueryError as exc:
             stopped = "Interrupted" in str(exc)
             self.post_message(QueryFailed(cypher, str(exc), stopped, self.stop_requested))
@@ -152,7 +154,7 @@ class ConsoleScreen(ExplorerScreen):
         """Interrupt until the query worker is done (it may not have reached Kuzu yet)."""
         deadline = time.monotonic() + INTERRUPT_FOR_S
         while not self._done.is_set() and time.monotonic() < deadline:
-            self.explorer.store.interrupt()
+            (self.running_on or self.explorer.store).interrupt()
             self._done.wait(INTERRUPT_EVERY_S)
 
     def on_query_finished(self, message: QueryFinished) -> None:

@@ -6,11 +6,13 @@ A copy is named by a key of its EdgeSet row (run index, name, creation time to t
 copy always belongs to exactly one build: one written for a build whose database write then
 failed is never named by the database, and a set replaced since names another key. Readers
 that find no copy (a run ingested before copies existed, a removed file) read Kuzu instead.
-Copies are written before the database write that makes their set current and pruned after it.
+Copies are written before the database write that makes their set current; those of the
+sets it replaced are removed after it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from pathlib import Path
@@ -36,8 +38,10 @@ def copy_path(run_folder: Path, key: str) -> Path:
     return run_folder / FOLDER / f"{key}.parquet"
 
 
-def write_copy(run_folder: Path, key: str, edges: pa.Table) -> Path:
-    """Write a set's DEP rows (from_id, to_id, ... as loaded) as its copy; the path written."""
+def write_copy(run_folder: Path, key: str, edges: pa.Table) -> Path | None:
+    """Write a set's DEP rows (from_id, to_id, ... as loaded) as its copy; the path written,
+    or None where it cannot be written (a full disk, an archive not writable): the copy only
+    speeds reads up, which then read the database."""
     rank = pc.bit_wise_and(
         pc.shift_right(edges["from_id"], schema.EV_BITS), (1 << schema.RANK_BITS) - 1
     )
@@ -54,10 +58,15 @@ def write_copy(run_folder: Path, key: str, edges: pa.Table) -> Path:
         }
     )
     path = copy_path(run_folder, key)
-    path.parent.mkdir(exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}")
-    pq.write_table(table, partial, compression="zstd")
-    os.replace(partial, path)
+    try:
+        path.parent.mkdir(exist_ok=True)
+        pq.write_table(table, partial, compression="zstd")
+        os.replace(partial, path)
+    except OSError:
+        with contextlib.suppress(OSError):
+            partial.unlink(missing_ok=True)
+        return None
     return path
 
 
@@ -79,11 +88,12 @@ def read_copy(
         return None
 
 
-def prune(run_folder: Path, keep: set[str]) -> None:
-    """Remove the copies of sets no longer in the database (replaced or removed)."""
+def remove(run_folder: Path, keys: set[str]) -> None:
+    """Remove these copies (of sets a write replaced), and partial files a killed write left."""
     folder = run_folder / FOLDER
     if not folder.is_dir():
         return
     for path in folder.iterdir():
-        if path.suffix == ".parquet" and path.stem not in keep:
+        stale = path.suffix == ".parquet" and path.stem in keys
+        if stale or (path.name.startswith(".") and ".parquet." in path.name):
             path.unlink(missing_ok=True)

@@ -244,7 +244,7 @@ def write_edge_sets(
     loaded = 0
     written: list[Path] = []  # the sets' Parquet copies (`copies`), removed if the write fails
     folder: Path | None = None
-    current: set[str] = set()
+    replaced: set[str] = set()  # the copies of the sets this write replaces
     try:
         with write_transaction(db) as store:
             found = (
@@ -260,13 +260,17 @@ def write_edge_sets(
                     f"{db}: run '{source.run}' changed while its edges were built; try again"
                 )
             folder = archive.run_archive(db, store, source.run_idx)
-            remove_edge_sets(store, source.run, source.run_idx, [str(r["name"]) for r, _ in sets])
+            names = [str(r["name"]) for r, _ in sets]
+            before = edge_set_copy_keys(store, source.run, source.run_idx)
+            replaced = {before[name] for name in names if name in before}
+            remove_edge_sets(store, source.run, source.run_idx, names)
             for row, edges in sets:
                 loaded += store.copy_edges("DEP", edges)
                 store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
                 if folder is not None:
                     key = copies.copy_key(source.run_idx, str(row["name"]), str(row["created_at"]))
-                    written.append(copies.write_copy(folder, key, edges))
+                    path = copies.write_copy(folder, key, edges)
+                    written += [path] if path is not None else []
             if inferred_syncs is not None:
                 # Validated integers inlined: Kuzu types an integer parameter by its value.
                 store.run(
@@ -275,13 +279,12 @@ def write_edge_sets(
                 )
                 if inferred_syncs.num_rows:
                     store.copy_edges("SYNCS", inferred_syncs)
-            current = set(edge_set_copy_keys(store, source.run, source.run_idx).values())
     except BaseException:
         for path in written:
             path.unlink(missing_ok=True)
         raise
-    if folder is not None:
-        copies.prune(folder, current)
+    if folder is not None:  # only this write's: another may have written since the lock went
+        copies.remove(folder, replaced - {p.stem for p in written})
     return loaded
 
 

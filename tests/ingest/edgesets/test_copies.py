@@ -139,3 +139,29 @@ def test_the_chakra_view_from_copies_is_the_one_from_the_database(
             assert chakra.equals(chakra_view(store, "sync", list(SETS)))
     assert set(chakra["edge_set"].to_pylist()) == set(SETS)
     assert min(chakra["sync_edges"].to_pylist()) > 0
+
+
+@needs_traces
+def test_a_copy_that_cannot_be_written_leaves_the_build_and_the_diff_whole(
+    job_db: Path, tmp_path: Path
+) -> None:
+    """The copy only speeds reads up: where it cannot be written (here `edgesets` is a file)
+    the set is written without one, nothing partial is left, and the diff reads the database."""
+    db = tmp_path / "ddp.kuzu"
+    shutil.copyfile(job_db, db)
+    shutil.copytree(archive.archive_root(job_db), archive.archive_root(db))
+    with GraphStore(db, read_only=True) as store:
+        folder = archive.run_archive(db, store, 0)
+    assert folder is not None
+    shutil.rmtree(folder / copies.FOLDER)
+    (folder / copies.FOLDER).write_text("not a folder")
+    build_native_edge_set(db, options=emulate("hta-0.5.0"))
+    assert [p.name for p in folder.iterdir() if p.name.startswith(".")] == []  # nothing partial
+    with GraphStore(db, read_only=True) as store:
+        assert copy_of(store, db, "native:hta-0.5.0") is None
+        again = diff_edge_sets(store, "native:hta-0.5.0", "native:hta-0.5.0")
+        assert again.edges.num_rows == 0 and again.counts.num_rows > 0
+        chakra = chakra_view(store, "ddp", ["native", "native", "native:hta-0.5.0"])
+        assert len(chakra.to_pylist()) == len(
+            {(r["edge_set"], r["rank"]) for r in chakra.to_pylist()}
+        )
