@@ -149,8 +149,7 @@ class TraceExplorer(App[int]):
         self.exit()
 
     def interrupt_all(self) -> None:
-        stores = (self.store, self._first_store, *self._own_stores)
-        for store in {id(s): s for s in stores}.values():
+        for store in (self._first_store, *self._own_stores):  # `store` is one of these
             store.interrupt()
 
     async def action_quit_unless_typing(self) -> None:

@@ -7,7 +7,9 @@ the store is selected through `arrow_schema(...)` first.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
+import numpy as np
 import pyarrow as pa
 
 _KUZU_TYPES = {
@@ -206,6 +208,7 @@ def ddl() -> list[str]:
 
 
 # Identity: (run_idx, rank, ev_idx) packed into one INT64 key.
+KeyT = TypeVar("KeyT", int, np.ndarray)
 RANK_BITS, EV_BITS = 20, 32
 MAX_RUNS, MAX_RANK, MAX_EV = (1 << 11) - 1, (1 << RANK_BITS) - 1, (1 << EV_BITS) - 1
 
@@ -217,6 +220,11 @@ def key_range(run_idx: int, rank: int | None = None) -> tuple[int, int]:
         raise ValueError(f"run index {run_idx} or rank {rank} out of range")
     lo = (run_idx << (RANK_BITS + EV_BITS)) | (lo_rank << EV_BITS)
     return lo, lo + (1 << (EV_BITS if rank is not None else RANK_BITS + EV_BITS))
+
+
+def key_rank(keys: KeyT) -> KeyT:
+    """The rank of event keys (an int, or a numpy array of them)."""
+    return (keys >> EV_BITS) & MAX_RANK
 
 
 def event_key(run_idx: int, rank: pa.Array | int, ev_idx: pa.Array | int) -> pa.Array | int:

@@ -131,8 +131,7 @@ def diff_edge_sets(
     """Compare edge sets `a` and `b` of one run (the only run holding both, unless named)."""
     run = _common_run(store, a, b, run)
     _, run_idx = resolve_run(store, run)
-    folder = archive.run_archive(store.path, store, run_idx)  # the sets' copies, the events
-    keys = edge_set_copy_keys(store, run, run_idx)
+    folder, keys = _archive_of(store, run, run_idx)
     left = _edges(store, a, run_idx, edge_type, rank, (folder, keys.get(a)))
     right = _edges(store, b, run_idx, edge_type, rank, (folder, keys.get(b)))
     joined = _outer_join(left, right)
@@ -188,7 +187,7 @@ def _described(
     nodes = _archived_nodes(folder, run_idx, rows) if folder is not None else None
     if nodes is None:
         # a cross-rank edge of rank `rank` ends on another rank: then every rank's nodes
-        only = rank if set(_ranks_of(rows).tolist()) <= {rank} else None
+        only = rank if set(np.unique(schema.key_rank(_ends(rows))).tolist()) <= {rank} else None
         nodes = _database_nodes(store, run_idx, only)
     ids = nodes["id"].to_numpy()
     # names as dictionaries: each differing edge takes two indices, not two copies of a name
@@ -219,9 +218,9 @@ def _database_nodes(store: GraphStore, run_idx: int, rank: int | None) -> pa.Tab
 def _archived_nodes(folder: Path, run_idx: int, rows: pa.Table) -> pa.Table | None:
     """The events of the ranks `rows` touch, from the run archive, sorted by id; None where a
     rank's rows are not there or an endpoint is not among them."""
-    ends = np.concatenate([rows["src"].to_numpy(), rows["dst"].to_numpy()])
+    ends = _ends(rows)
     parts = []
-    for rank in _ranks_of(rows).tolist():
+    for rank in np.unique(schema.key_rank(ends)).tolist():
         events = archive.read_rank(folder, rank, columns=["ev_idx", *DESCRIBED])
         if events is None:
             return None
@@ -242,10 +241,14 @@ def _archived_nodes(folder: Path, run_idx: int, rows: pa.Table) -> pa.Table | No
     return nodes
 
 
-def _ranks_of(rows: pa.Table) -> np.ndarray:
-    """The ranks of the edges' endpoints (from their keys)."""
-    ends = np.concatenate([rows["src"].to_numpy(), rows["dst"].to_numpy()])
-    return np.unique((ends >> schema.EV_BITS) & ((1 << schema.RANK_BITS) - 1))
+def _ends(rows: pa.Table) -> np.ndarray:
+    """The keys of the edges' sources, then of their destinations."""
+    return np.concatenate([rows["src"].to_numpy(), rows["dst"].to_numpy()])
+
+
+def _archive_of(store: GraphStore, run: str, run_idx: int) -> tuple[Path | None, dict[str, str]]:
+    """The run's archive folder (the sets' copies, the events) and each set's copy key."""
+    return archive.run_archive(store.path, store, run_idx), edge_set_copy_keys(store, run, run_idx)
 
 
 def _no_nodes() -> pa.Table:
@@ -411,8 +414,7 @@ def chakra_view(store: GraphStore, run: str, edge_sets: list[str]) -> pa.Table:
     """Per rank and edge set: sync edges in the whole graph vs on the critical path (from the
     sets' Parquet copies where each has one)."""
     _, run_idx = resolve_run(store, run)
-    folder = archive.run_archive(store.path, store, run_idx)
-    keys = edge_set_copy_keys(store, run, run_idx)
+    folder, keys = _archive_of(store, run, run_idx)
     parts = []
     for name in dict.fromkeys(edge_sets):  # a set compared with itself: its rows once
         key = keys.get(name)

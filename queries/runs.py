@@ -62,7 +62,7 @@ def id_filter(var: str, run_idx: int, rank: int | None = None) -> str:
 
 
 def rank_of_id(event_id: int) -> int:
-    return (int(event_id) >> schema.EV_BITS) & schema.MAX_RANK
+    return schema.key_rank(int(event_id))
 
 
 def ev_idx_of_id(event_id: int) -> int:

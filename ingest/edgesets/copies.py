@@ -18,7 +18,6 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import schema
@@ -42,9 +41,7 @@ def write_copy(run_folder: Path, key: str, edges: pa.Table) -> Path | None:
     """Write a set's DEP rows (from_id, to_id, ... as loaded) as its copy; the path written,
     or None where it cannot be written (a full disk, an archive not writable): the copy only
     speeds reads up, which then read the database."""
-    rank = pc.bit_wise_and(
-        pc.shift_right(edges["from_id"], schema.EV_BITS), (1 << schema.RANK_BITS) - 1
-    )
+    rank = pa.array(schema.key_rank(edges["from_id"].to_numpy()))
     table = pa.table(
         {
             "src": edges["from_id"],

@@ -270,7 +270,8 @@ def write_edge_sets(
                 if folder is not None:
                     key = copies.copy_key(source.run_idx, str(row["name"]), str(row["created_at"]))
                     path = copies.write_copy(folder, key, edges)
-                    written += [path] if path is not None else []
+                    if path is not None:
+                        written.append(path)
             if inferred_syncs is not None:
                 # Validated integers inlined: Kuzu types an integer parameter by its value.
                 store.run(
