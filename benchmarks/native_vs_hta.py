@@ -7,23 +7,38 @@ interleaved, median of `--repeat`. Native is timed cold (parse the JSON, then bu
 (the frame source from the cache beside the database, then build); both give HTA's exact edge
 set. Plain native (exact ns, inferred syncs) is timed too.
 
+Whole processes, the issue's measure (same rounds, the order rotating every round): HTA's
+child above timed as a process (interpreter, imports, load, critical_path_analysis), against the
+`tracegraph edges DB --native --emulate VERSION` command on a copy of the trace's freshly
+ingested database, once where the set does not exist yet (the first write) and once where it
+does (a replace); wall time and the process's CPU time (user + sys, imports included). One
+instrumented run of the command splits its time into imports, read + build, and the database
+write (removing the old set, COPY, commit, close/checkpoint, the staging copy of the file).
+
 Part 2: every ProfilerStep of every rank of a `--ranks`-rank synthetic job (default 64), ingested
 once (not timed): `build_native_edge_set(all_steps=True)`, cold and warm cache, with the time to
 write the edge set into the database and the cross-rank paths.
 
     python benchmarks/native_vs_hta.py                    # HTA envs from hta_env (--hta-cache DIR)
     python benchmarks/native_vs_hta.py --hta-python /tmp/hta/v050/bin/python --repeat 3
+    python benchmarks/native_vs_hta.py --skip-all-steps   # part 1 only (~4 min with --repeat 3)
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import shutil
+import subprocess
 import sys
 import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from _common import CACHE, CONTROL, ChildRun, median, note, print_table, run_child
+from _common import CACHE, CONTROL, ingest_child, median, note, print_table, run_child
 
 from tracegraph.examples.synthetic import SyntheticConfig
 
@@ -84,6 +99,77 @@ print(json.dumps({"read_s": t1 - t0, "build_s": t2 - t1, "work_s": t2 - t0, "cpu
                   "edges": len(graph.edges), "length_ns": int(graph.path.length) * graph.unit_ns}))
 """
 
+# Which release an HTA environment holds (both install the module `hta`).
+HTA_VERSION_PROBE = """
+from importlib.metadata import PackageNotFoundError, version
+for dist, prefix in (("HolisticTraceAnalysis", "hta"), ("traceinsight", "traceinsight")):
+    try:
+        print(f"{prefix}-{version(dist)}")
+        break
+    except PackageNotFoundError:
+        pass
+else:
+    print("hta-unknown")
+"""
+
+# The `tracegraph` command (cli.main) in one process with timers around the steps of its write;
+# each timer counts its own time only (a nested timer's is its own), and nothing is timed apart
+# inside the removal of the old set (its rebuild COPYs belong to it). argv: the command's.
+BREAKDOWN_CHILD = """
+import time
+t0 = time.perf_counter()
+import contextlib, io, json, shutil, sys
+from tracegraph.explorer.cli import main
+t1 = time.perf_counter()
+from tracegraph.ingest import store as store_mod
+from tracegraph.ingest.edgesets import copies, records
+from tracegraph.ingest.edgesets.native import edge_set
+spent, stack = {}, []
+
+def timed(name, fn):
+    def wrapper(*args, **kwargs):
+        label = name(*args, **kwargs) if callable(name) else name
+        if any(s[0] == "remove old set" for s in stack):
+            return fn(*args, **kwargs)
+        stack.append([label, 0.0])
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            elapsed = time.perf_counter() - start
+            _, inner = stack.pop()
+            spent[label] = spent.get(label, 0.0) + elapsed - inner
+            if stack:
+                stack[-1][1] += elapsed
+    return wrapper
+
+def opened(self, path, read_only=True, *rest, **kwargs):
+    return "open DB (read-only)" if read_only else "open staging DB (writable)"
+
+def closed(self):
+    return "close+checkpoint staging DB" if self.path.name.startswith(".") else "close (read-only)"
+
+GS = store_mod.GraphStore
+GS.__init__ = timed(opened, GS.__init__)
+GS.close = timed(closed, GS.close)
+GS.copy = timed("COPY (DEP, EdgeSet)", GS.copy)
+GS.copy_edges = timed("COPY (DEP, EdgeSet)", GS.copy_edges)
+GS.commit = timed("commit", GS.commit)
+GS.create_schema = timed("create schema (IF NOT EXISTS)", GS.create_schema)
+shutil.copyfile = timed("staging copy of the DB file", shutil.copyfile)
+store_mod._fsync = timed("fsync + rename", store_mod._fsync)
+records.remove_edge_sets = timed("remove old set", records.remove_edge_sets)
+copies.write_copy = timed("Parquet copy of the set", copies.write_copy)
+copies.remove = timed("remove old Parquet copy", copies.remove)
+edge_set.write_edge_sets = timed("write: the rest (lock, checks)", edge_set.write_edge_sets)
+edge_set.build_rank = timed("build (build_rank)", edge_set.build_rank)
+with contextlib.redirect_stdout(io.StringIO()):
+    code = main(sys.argv[1:])
+t2 = time.perf_counter()
+print(json.dumps({"exit": code, "import_s": t1 - t0, "main_s": t2 - t1, "in_process_s": t2 - t0,
+                  "spent": spent}))
+"""
+
 ALL_STEPS_CHILD = """
 import time, json, sys
 from pathlib import Path
@@ -108,43 +194,104 @@ def hta_pythons(specs: list[str], cache: Path) -> list[Path]:
     ]
 
 
+@dataclass(frozen=True)
+class Whole:
+    """One finished child process: its wall time, its CPU time (user + sys of the whole process,
+    interpreter start and imports included) and the JSON it printed last ({} if none)."""
+
+    wall_s: float
+    cpu_s: float
+    report: dict[str, object]
+
+
+def run_whole(argv: Sequence[str]) -> Whole:
+    """Run `argv` to the end (wait4: its own rusage); a non-zero exit raises."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(list(argv), stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError(f"{argv[0]} {argv[1]} failed:\n{stderr[-3000:]}")
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    report = json.loads(lines[-1]) if lines else {}
+    return Whole(wall, usage.ru_utime + usage.ru_stime, report)
+
+
+def copy_db(template: Path, db: Path) -> Path:
+    """The database file and its run archive folder, copied (the archive names no path)."""
+    shutil.copyfile(template, db)
+    archive = template.with_name(template.name + ".archive")
+    if archive.is_dir():
+        shutil.copytree(archive, db.with_name(db.name + ".archive"))
+    return db
+
+
+def remove_db(db: Path) -> None:
+    for path in (db, db.with_name(db.name + ".lock"), db.with_name(db.name + ".wal")):
+        path.unlink(missing_ok=True)
+    shutil.rmtree(db.with_name(db.name + ".archive"), ignore_errors=True)
+
+
 def part_one(args: argparse.Namespace, pythons: list[Path]) -> None:
     trace, rank = Path(args.trace), str(args.rank)
     instance = "none" if args.instance is None else str(args.instance)
-    cache_db = Path(tempfile.mkdtemp(prefix="tg-native-bench-")) / "cache.kuzu"
-    hta: dict[str, list[ChildRun]] = {}
-    native: dict[tuple[str, str], list[ChildRun]] = {}
-    versions: dict[Path, str] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="edgebench_native-"))
+    cache_db = scratch / "cache.kuzu"
+    template = scratch / "template.kuzu"
+    note(f"ingesting {trace} into {template} (not timed)")
+    ingest_child([trace], db=template)
+    names = {p: _probe_name(p) for p in pythons}
+    command = Path(sys.executable).with_name("tracegraph")
+    window = (
+        ["--annotation", args.annotation]
+        + ([] if args.instance is None else ["--instance", str(args.instance)])
+        if args.annotation
+        else ["--whole-trace"]
+    )
+
+    def edges_argv(db: Path, version: str) -> list[str]:
+        return [str(command), "edges", str(db), "--native", "--emulate", version, *window]
+
+    hta: dict[str, list[Whole]] = {}
+    native: dict[tuple[str, str], list[Whole]] = {}
+    whole: dict[tuple[str, str], list[Whole]] = {}  # (contender, version)
     for round_ in range(args.repeat):
         note(f"round {round_ + 1}/{args.repeat}")
-        for python in pythons if round_ % 2 == 0 else list(reversed(pythons)):
-            run = run_child(
-                [str(python), "-I", "-c", HTA_CHILD, rank, str(trace), args.annotation, instance]
-            )
-            versions[python] = str(run.report["version"])
-            hta.setdefault(versions[python], []).append(run)
-        for version in [*versions.values(), "native"]:
+        dbs: dict[tuple[str, str], Path] = {}
+        for version in names.values():  # not timed: this round's copies, a set in "replace"'s
+            for case in ("first", "replace"):
+                db = copy_db(template, scratch / f"r{round_}-{case}-{version}.kuzu")
+                if case == "replace":
+                    run_whole(edges_argv(db, version))
+                dbs[(case, version)] = db
+        jobs: list[tuple[str, str, Callable[[], Whole]]] = []
+        for python, version in names.items():
+            argv = [str(python), "-I", "-c", HTA_CHILD, rank, str(trace), args.annotation, instance]
+            jobs.append(("hta", version, lambda argv=argv: run_whole(argv)))
+        for (case, version), db in dbs.items():
+            jobs.append((case, version, lambda db=db, v=version: run_whole(edges_argv(db, v))))
+        shift = round_ % len(jobs)
+        for case, version, job in jobs[shift:] + jobs[:shift]:
+            run = job()
+            whole.setdefault((case, version), []).append(run)
+            if case == "hta":
+                hta.setdefault(version, []).append(run)
+        for db in dbs.values():
+            remove_db(db)
+        for version in [*names.values(), "native"]:
             for mode in ("cold", "warm"):
-                run = run_child(
-                    [
-                        sys.executable,
-                        "-c",
-                        NATIVE_CHILD,
-                        mode,
-                        version,
-                        rank,
-                        str(trace),
-                        args.annotation,
-                        instance,
-                        str(cache_db),
-                    ]
-                )
-                native.setdefault((version, mode), []).append(run)
-    shutil.rmtree(cache_db.parent, ignore_errors=True)
-    print(
-        f"\n{trace.name}, rank {rank}, window {args.annotation or 'whole trace'}"
+                argv = [sys.executable, "-c", NATIVE_CHILD, mode, version, rank, str(trace)]
+                argv += [args.annotation, instance, str(cache_db)]
+                native.setdefault((version, mode), []).append(run_whole(argv))
+    where = (
+        f"{trace.name}, rank {rank}, window {args.annotation or 'whole trace'}"
         f"{'' if args.instance is None else f'[{args.instance}]'}; medians of {args.repeat}"
     )
+    print(f"\nin-process work (no interpreter start, no imports), {where}")
     rows = []
     for version, runs in hta.items():
         load = median([float(r.report["load_s"]) for r in runs])
@@ -195,6 +342,118 @@ def part_one(args: argparse.Namespace, pythons: list[Path]) -> None:
         ],
         rows,
     )
+    print(
+        f"\nwhole processes (wall: start to exit, as seen by the parent; process s: the child's "
+        f"user + sys CPU), {where}, interleaved"
+    )
+    labels = {
+        "hta": "HTA: python -c (import hta, TraceAnalysis, critical_path_analysis)",
+        "first": "tracegraph edges --native --emulate V: first write",
+        "replace": "tracegraph edges --native --emulate V: replace",
+    }
+    rows = []
+    for version in names.values():
+        ref = whole[("hta", version)]
+        ref_wall, ref_cpu = median([r.wall_s for r in ref]), median([r.cpu_s for r in ref])
+        for case in ("hta", "first", "replace"):
+            runs = whole[(case, version)]
+            wall, cpu = median([r.wall_s for r in runs]), median([r.cpu_s for r in runs])
+            ratio = case != "hta"
+            rows.append(
+                [
+                    version,
+                    labels[case],
+                    wall,
+                    cpu,
+                    f"{ref_wall / wall:.1f}x" if ratio else "",
+                    f"{ref_cpu / cpu:.1f}x" if ratio else "",
+                    " ".join(f"{r.wall_s:.2f}" for r in runs),
+                ]
+            )
+    print_table(
+        [
+            "version",
+            "contender",
+            "wall s",
+            "process s",
+            f"HTA / tg wall (goal {GOAL:.0f}x)",
+            "HTA / tg process",
+            "wall s per run",
+        ],
+        rows,
+    )
+    breakdown(template, scratch, names.values(), edges_argv)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _probe_name(python: Path) -> str:
+    out = subprocess.run(
+        [str(python), "-I", "-c", HTA_VERSION_PROBE], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()
+
+
+BREAKDOWN_ORDER = (
+    "import (tracegraph.explorer.cli)",
+    "open DB (read-only)",
+    "close (read-only)",
+    "build (build_rank)",
+    "read archive + CLI + the rest of the build",
+    "staging copy of the DB file",
+    "open staging DB (writable)",
+    "create schema (IF NOT EXISTS)",
+    "remove old set",
+    "COPY (DEP, EdgeSet)",
+    "Parquet copy of the set",
+    "commit",
+    "close+checkpoint staging DB",
+    "fsync + rename",
+    "remove old Parquet copy",
+    "write: the rest (lock, checks)",
+    "interpreter start + exit",
+)
+WRITE_STEPS = BREAKDOWN_ORDER[5:16]
+
+
+def breakdown(
+    template: Path,
+    scratch: Path,
+    versions: Sequence[str],
+    edges_argv: Callable[[Path, str], list[str]],
+) -> None:
+    """One instrumented `tracegraph edges` process per version and case: where its time goes."""
+    columns: list[tuple[str, Whole]] = []
+    for version in versions:
+        for case in ("first", "replace"):
+            db = copy_db(template, scratch / f"breakdown-{case}-{version}.kuzu")
+            if case == "replace":
+                run_whole(edges_argv(db, version))
+            argv = edges_argv(db, version)
+            run = run_whole([sys.executable, "-c", BREAKDOWN_CHILD, *argv[1:]])
+            columns.append((f"{version} {case}", run))
+            remove_db(db)
+    print_breakdown(columns)
+
+
+def print_breakdown(columns: Sequence[tuple[str, Whole]]) -> None:
+    """The steps of instrumented `tracegraph edges` processes (BREAKDOWN_CHILD), one column each."""
+    rows: dict[str, list[float]] = {name: [] for name in BREAKDOWN_ORDER}
+    for _, run in columns:
+        report: dict = run.report
+        spent = {str(k): float(v) for k, v in report["spent"].items()}
+        spent["import (tracegraph.explorer.cli)"] = float(report["import_s"])
+        spent["read archive + CLI + the rest of the build"] = float(report["main_s"]) - sum(
+            float(v) for v in report["spent"].values()
+        )
+        spent["interpreter start + exit"] = run.wall_s - float(report["in_process_s"])
+        for name in BREAKDOWN_ORDER:
+            rows[name].append(spent.get(name, 0.0))
+    table = [[name, *values] for name, values in rows.items()]
+    write = [sum(rows[name][i] for name in WRITE_STEPS) for i in range(len(columns))]
+    table.append(["= DB write (the steps above from the staging copy)", *write])
+    table.append(["= whole process (wall)", *[run.wall_s for _, run in columns]])
+    print("\nwhere one `tracegraph edges` process's time goes (one instrumented run each, s)")
+    print_table(["step", *[name for name, _ in columns]], table)
 
 
 def part_two(args: argparse.Namespace) -> None:
@@ -261,13 +520,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--skip-hta", action="store_true", help="only part 2")
+    parser.add_argument("--skip-all-steps", action="store_true", help="only part 1")
     args = parser.parse_args(argv)
     if not args.skip_hta:
         pythons = args.hta_python or hta_pythons(
             args.hta or list(DEFAULT_HTA_SPECS), args.hta_cache
         )
         part_one(args, pythons)
-    part_two(args)
+    if not args.skip_all_steps:
+        part_two(args)
     return 0
 
 

@@ -185,7 +185,7 @@ async def _time_screen(case: Case, warm: bool) -> dict[str, float]:
     app = TraceExplorer(case.db, open_store(case.db), mode="console", warm_up=warm)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
-        while warm and len(getattr(app, "_screen_stacks", {})) < len(app.MODES):
+        while warm and not app.warmed:
             await pilot.pause()  # let the warm-up build every screen first
         await app.workers.wait_for_complete()
         app.update_focus(**case.focus)

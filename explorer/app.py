@@ -10,6 +10,7 @@ keys work from every screen and dialog.
 
 from __future__ import annotations
 
+import gc
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
@@ -39,6 +40,7 @@ from .screens.step import StepScreen
 
 DEFAULT_TIMEOUT_S = 30.0
 WARM_UP_AFTER_S = 0.5
+WARM_UP_POLL_S = 0.05
 
 _STORES: dict[Path, GraphStore] = {}
 _STORES_LOCK = threading.Lock()
@@ -106,6 +108,7 @@ class TraceExplorer(App[int]):
         self.timeout_s = timeout_s
         self._keys = keys or {}
         self._warm = warm_up
+        self.warmed = False  # every mode's screen is built (see _warm_up)
         self._runs: list[RunRef] | None = None
         self._problem: str | None = None
         self._runs_lock = threading.Lock()
@@ -118,6 +121,7 @@ class TraceExplorer(App[int]):
         if self._keys:
             self.set_keymap(self._keys)
         self.check_database()
+        self.call_after_refresh(self._freeze_long_lived)
         if self._warm:
             self.set_timer(WARM_UP_AFTER_S, self._warm_up)
 
@@ -172,13 +176,21 @@ class TraceExplorer(App[int]):
             return
         pending = [m for m in self.MODES if m not in stacks]
         if not pending:
+            if all(screen.is_mounted for stack in stacks.values() for screen in stack):
+                self.warmed = True
+                self._freeze_long_lived()
+            else:  # the last ones are still being built
+                self.set_timer(WARM_UP_POLL_S, self._warm_up)
             return
-        init_mode(pending[0])
-        # Its styles were applied as it mounted; without this, showing it would restyle it all
-        # again (Textual refreshes the CSS of a mode's screen whose count is behind the app's).
-        for screen in stacks.get(pending[0], []):
-            screen._css_update_count = getattr(self, "_css_update_count", -1)
+        init_mode(pending[0])  # styled as it mounts (see ExplorerScreen._styled_for_app)
         self.call_after_refresh(self._warm_up)
+
+    def _freeze_long_lived(self) -> None:
+        """Leave what exists now (modules, the app, its screens' widgets) out of the garbage
+        collector's full passes: they live as long as the app, and walking them all (hundreds of
+        thousands of objects) paused the UI 100-270 ms at random moments. `on_unmount` gives
+        them back to the collector."""
+        gc.freeze()
 
     # ---- data shared by screens (called from workers) --------------------------------------
     def runs(self) -> list[RunRef]:
@@ -217,6 +229,7 @@ class TraceExplorer(App[int]):
             return True
 
     def on_unmount(self) -> None:
+        gc.unfreeze()
         self.close_stores()
 
     def close_stores(self) -> None:

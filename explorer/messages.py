@@ -7,6 +7,7 @@ screen (or the app) updates the UI.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from textual.message import Message
@@ -19,6 +20,9 @@ from tracegraph.queries.report import Report
 from tracegraph.queries.runs import RunRef
 from tracegraph.queries.step import CriticalPath, StepWindow
 from tracegraph.queries.timeline import Timeline
+
+if TYPE_CHECKING:  # the widget module posts messages of this one
+    from .widgets.timeline import LaneShapes
 
 
 @dataclass
@@ -46,10 +50,13 @@ class GpuBusyLoaded(Message):
 
 @dataclass
 class StepsListed(Message):
-    """The step windows of one rank and the edge sets of its run."""
+    """The step windows of one rank and the edge sets of its run; the worker goes on loading
+    `step` (or the first) with `edge_set` (None: the run has none)."""
 
     windows: list[StepWindow]
     edge_sets: list[str]
+    step: int | None = None
+    edge_set: str | None = None
 
 
 @dataclass
@@ -57,12 +64,14 @@ class CriticalPathLoaded(Message):
     path: CriticalPath | None  # None: the run has no edge set
     window: StepWindow
     verdict: str = ""  # the step across ranks (native edge set), in words; "" when not built
+    rows: pa.Table | None = None  # the path's edges as shown (formatted by the worker)
 
 
 @dataclass
 class TimelineLoaded(Message):
     timeline: Timeline
     window: StepWindow
+    shapes: LaneShapes
 
 
 @dataclass

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import schema
+from .memory import release_arrow
 
 # Runtime calls that block the host or a stream until earlier GPU work is done.
 SYNC_CALLS = frozenset(
@@ -47,6 +48,7 @@ def with_keys(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
     for name in events.column_names:
         sorted_columns[name] = events[name].take(order)
         events = events.drop_columns([name])
+        release_arrow()  # else the allocator keeps the moved column: two copies resident
     rank_column = pa.repeat(pa.scalar(rank, pa.int64()), n)
     sorted_columns["id"] = schema.event_key(run_idx, rank_column, sorted_columns["ev_idx"])
     sorted_columns["run"] = pa.repeat(pa.scalar(run, pa.string()), n)

@@ -6,11 +6,11 @@ sends the tables back as Arrow IPC bytes; the main process takes them in file or
 them in its one transaction, so the database and its errors are the same as with one process.
 (Pickled as they were, the tables cost more to send than to compute: a sliced table pickles
 its whole parent, and the archive rows are a third of a rank.)
-`jobs` files are in flight at once, so memory holds about twice that many files' ranks (those
-being prepared, those prepared and waiting), not the job's. A large file (over the
-block-reading size, `read.STREAM_BYTES`) that turns out to hold several ranks is handed back
-and prepared in the main process rank by rank, as without workers: a worker would hold all of
-its ranks at once.
+`jobs` files are being prepared while the main process loads one more, so memory holds about
+twice that many files' ranks (those being prepared, those prepared and waiting), not the
+job's. A large file (over the block-reading size, `read.STREAM_BYTES`) that turns out to hold
+several ranks is handed back and prepared in the main process rank by rank, as without
+workers: a worker would hold all of its ranks at once.
 
 Workers are started fresh (`spawn`: the main process holds an open Kuzu database, which a forked
 child must not inherit) without the main script (they need none of it, and a script without
@@ -100,7 +100,7 @@ def prepare_file(
             if writes_archive:
                 assert archive_dir is not None
                 write_rank(archive_dir, prepared.rank, prepared.archive_rows)
-                empty = prepared.archive_rows.slice(0, 0)
+                empty = prepared.archive_rows.schema.empty_table()
                 prepared = replace(prepared, archive_rows=empty, archived=True)
             ranks.append(_pack(prepared))
             del prepared
@@ -240,17 +240,16 @@ def prepare_in_parallel(
     report: Progress,
     work: list[FileWork] | None = None,
 ) -> Generator[PreparedRank, None, None]:
-    """The prepared ranks of every file, in file order, `pool.slots` files in flight (see the
-    module docstring); each file's worker time and memory appended to `work`."""
-    pending: deque[object] = deque()
+    """The prepared ranks of every file, in file order, `pool.slots` files being prepared
+    beyond the one loaded (see the module docstring); each file's worker time and memory
+    appended to `work`."""
+    handles = _ahead(pool, found, options, run, run_idx)
     done = False
     try:
-        for i, source in enumerate(found):
-            while len(pending) < pool.slots and i + len(pending) < len(found):
-                pending.append(pool.submit(found[i + len(pending)], options, run, run_idx))
+        for i, (source, handle) in enumerate(zip(found, handles, strict=True)):
             report("ingest", i, len(found))
             try:
-                outcome = pool.result(pending.popleft())
+                outcome = pool.result(handle)
             except WorkerLost as exc:
                 raise IngestError(f"{source.path}: {exc}") from exc.__cause__
             if outcome.too_many:  # a large file of several ranks: here, rank by rank
@@ -266,15 +265,28 @@ def prepare_in_parallel(
             ranks = outcome.ranks
             del outcome
             while ranks:
-                prepared = _unpack(ranks.pop(0))
-                seen.rank(source, prepared.rank)
-                yield prepared
-                del prepared
+                handover = [_unpack(ranks.pop(0))]  # not held here while the consumer loads it
+                seen.rank(source, handover[0].rank)
+                yield handover.pop()
         done = True
     finally:
         pool.close(failed=not done)
     seen.finish(found)
     report("ingest", len(found), len(found))
+
+
+def _ahead(
+    pool: FilePool, found: list[_Source], options: ParseOptions, run: str, run_idx: int
+) -> Iterator[object]:
+    """Each file's handle in file order, `pool.slots` files submitted beyond the one taken: while
+    this process loads a file's ranks, every worker is already on a later file."""
+    pending: deque[object] = deque()
+    for source in found:
+        pending.append(pool.submit(source, options, run, run_idx))
+        if len(pending) > pool.slots:
+            yield pending.popleft()
+    while pending:
+        yield pending.popleft()
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:

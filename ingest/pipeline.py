@@ -235,8 +235,10 @@ def _archived(
     for prepared in ranks:
         if not prepared.archived:
             writer.add(prepared.rank, prepared.archive_rows)
-        yield replace(prepared, archive_rows=prepared.archive_rows.slice(0, 0))
-        del prepared  # the consumer frees each rank as it goes: hold none here
+        # not held here while the consumer loads it: the archive rows are freed now
+        handover = [replace(prepared, archive_rows=prepared.archive_rows.schema.empty_table())]
+        del prepared
+        yield handover.pop()
 
 
 class _Files:
@@ -343,17 +345,30 @@ class _Batch:
         self.store = store
         self.nodes: dict[str, list[pa.Table]] = {label: [] for label in schema.EVENT_LABELS}
         self.edges: dict[str, list[pa.Table]] = {}
-        self.rows = self.bytes = 0
+        self.rows = 0
+        self.buffers: dict[int, int] = {}  # the memory the batch holds: size by buffer address
+
+    @property
+    def bytes(self) -> int:
+        return sum(self.buffers.values())
 
     def add(self, node_tables: dict[str, pa.Table], edge_tables: dict[str, pa.Table]) -> None:
         for label, table in node_tables.items():
             self.nodes[label].append(table)
-            self.rows += table.num_rows
-            self.bytes += table.get_total_buffer_size()
+            self._hold(table)
         for label, table in edge_tables.items():
             self.edges.setdefault(label, []).append(table)
-            self.rows += table.num_rows
-            self.bytes += table.get_total_buffer_size()
+            self._hold(table)
+
+    def _hold(self, table: pa.Table) -> None:
+        # A rank's node tables are slices of one parent: each buffer counts once, not once
+        # per table (counted per table, a batch looked 3x its size and committed too often).
+        self.rows += table.num_rows
+        for column in table.columns:
+            for chunk in column.chunks:
+                for buffer in chunk.buffers():
+                    if buffer is not None:
+                        self.buffers[buffer.address] = buffer.size
 
     def flush(self, last: bool = False) -> None:
         """Load the batch; unless it is the `last`, commit and start afresh (see
@@ -368,7 +383,8 @@ class _Batch:
             if any(t.num_rows for t in tables):
                 self.store.copy_edges(label, _concat(tables))
             tables.clear()
-        self.rows = self.bytes = 0
+        self.rows = 0
+        self.buffers.clear()
         if not last:
             self.store.commit_and_continue()
 

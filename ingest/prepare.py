@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from . import collectives, link, nodes, schema, syncs
 from .edgesets.native.frame import frame_source
+from .memory import release_freed
 from .parse import RankTrace
 from .steps import step_rows
 
@@ -50,8 +51,10 @@ def prepare_rank(trace: RankTrace, run: str, run_idx: int) -> PreparedRank:
     archive_rows = frame_source(trace).rows
     # hand the event table over so that with_keys holds the only reference to it
     handover = [trace.events]
-    trace = replace(trace, events=trace.events.slice(0, 0))
+    # an empty table, not a zero-row slice: a slice keeps its parent's buffers alive
+    trace = replace(trace, events=trace.events.schema.empty_table())
     events = nodes.with_keys(handover.pop(), trace.rank, run, run_idx)
+    release_freed()  # the events as read, moved into key order
     node_tables = nodes.node_tables(events)
     edge_tables = _rank_edges(events)
     counts = {label: t.num_rows for label, t in node_tables.items()}

@@ -189,9 +189,7 @@ def _ranks(
             rank = parse._info_rank(path, dist)
         if rank is None:
             rank = arg_ranks[0] if arg_ranks else next(iter(named_ranks), 0)
-        events = spill.take(spill.keys())
-        assert events is not None  # the file has rows (checked as they were set aside)
-        yield parse._rank_trace(path, rank, events, top, world_size)
+        yield _taken(path, rank, spill, spill.keys(), top, world_size)
         return
     if options.rank is not None:
         raise TraceFormatError(path, "holds several ranks; --rank applies to single-rank files")
@@ -209,9 +207,22 @@ def _ranks(
     if world_size is None or world_size < len(keys_of):
         world_size = max(keys_of) + 1 if keys_of else None
     for rank in sorted(keys_of):
-        events = spill.take(keys_of.pop(rank))
-        assert events is not None
-        yield parse._rank_trace(path, rank, events, top, world_size)
+        yield _taken(path, rank, spill, keys_of.pop(rank), top, world_size)
+
+
+def _taken(
+    path: Path,
+    rank: int,
+    spill: Spill,
+    keys: list[Key],
+    top: parse._TraceShell,
+    world_size: int | None,
+) -> RankTrace:
+    """The rank read back from the spill. Built here, not in `_ranks`: a local there would
+    hold the rank's events while the consumer prepares it (twice the rank in memory)."""
+    events = spill.take(keys)
+    assert events is not None  # the rank has rows (checked as they were set aside)
+    return parse._rank_trace(path, rank, events, top, world_size)
 
 
 def sweep_spills(at: Path) -> None:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import IngestError
+from .memory import release_arrow, release_freed
 
 BUFFER_BYTES = 64 << 20
 Key = tuple[str, int | None]  # (what the key is, its value)
@@ -60,11 +61,16 @@ class Spill:
             self.written += 1
             path = self.folder / f"{self.written}.arrow"
             try:
-                with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+                with (
+                    pa.OSFile(str(path), "wb") as sink,
+                    pa.ipc.new_file(sink, table.schema, options=_COMPRESSED) as out,
+                ):
                     out.write_table(table)
             except OSError as exc:  # pyarrow's IO errors are OSErrors too
                 raise IngestError(f"{self.folder}: cannot set events aside ({exc})") from exc
             self.pieces[key].append(path)
+            del tables, table
+        release_freed()  # the parse's tables just written: else the allocator keeps them
 
     def add_grouped(self, table: pa.Table, keys: np.ndarray, tag: str) -> None:
         """Each run of equal `keys` (one per row) as the piece of (tag, key)."""
@@ -86,15 +92,44 @@ class Spill:
         paths = [p for k in keys for p in self.pieces.pop(k, [])]
         if not paths and not tables:
             return None
-        for path in paths:  # mapped, not read: only the rows taken below are copied
-            tables.append(pa.ipc.open_file(pa.memory_map(str(path))).read_all())
-        table = pa.concat_tables(tables, promote_options="default")
-        del tables
-        order = pc.sort_indices(table[self.order_by])
-        out = pa.table({name: table[name].take(order) for name in table.column_names})
+        release_freed()  # what the parse freed, before the rank is read back
         for path in paths:
+            with pa.OSFile(str(path)) as source:
+                tables.append(pa.ipc.open_file(source).read_all())
             path.unlink(missing_ok=True)
-        return out
+        handover = [pa.concat_tables(tables, promote_options="default")]
+        del tables
+        return _in_order(handover.pop(), self.order_by)  # which holds the only reference
 
     def close(self) -> None:
         shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# Compressed pieces are read back into one allocation per buffer (uncompressed ones share one
+# per record batch), so a column read back is freed as soon as it is put in order: reading a
+# rank back needs about one copy of it, not two. LZ4 costs far less than the parse it follows.
+_COMPRESSED = pa.ipc.IpcWriteOptions(compression="lz4" if pa.Codec.is_available("lz4") else None)
+
+
+def _in_order(table: pa.Table, order_by: str) -> pa.Table:
+    """The table as one chunk per column, sorted by `order_by`, a column at a time: each
+    source column is dropped once moved."""
+    keys = table[order_by]
+    order = None if _ascending(keys) else pc.sort_indices(keys)
+    del keys
+    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    for name in table.column_names:
+        column = table[name]
+        columns[name] = column.combine_chunks() if order is None else column.take(order)
+        del column
+        table = table.drop_columns([name])
+        release_arrow()  # else the allocator keeps what was moved: resident at two copies
+    return pa.table(columns)
+
+
+def _ascending(values: pa.ChunkedArray) -> bool:
+    """Whether the values never decrease and none is null: rows set aside in file order."""
+    if len(values) < 2 or values.null_count:
+        return len(values) < 2
+    flat = values.combine_chunks()
+    return bool(pc.all(pc.greater_equal(flat[1:], flat[:-1])).as_py())

@@ -8,7 +8,6 @@ files are removed by the next writer, which holds an exclusive lock on `DB.lock`
 
 from __future__ import annotations
 
-import ctypes
 import fcntl
 import os
 import re
@@ -25,6 +24,7 @@ import pyarrow.compute as pc
 
 from . import schema
 from .errors import IngestError, TracegraphError
+from .memory import release_freed
 
 DEFAULT_TIMEOUT_MS = 60_000
 READER_BUFFER_POOL = 2 << 30
@@ -130,7 +130,7 @@ class GraphStore:
             self._conn.execute("COMMIT")
             self._conn.close()
             self._db.close()  # what Kuzu holds for an open database grows with it: start afresh
-            _return_freed_memory()
+            release_freed()  # what Kuzu freed: else resident memory grows with the database
             self._db = kuzu.Database(str(self.path), read_only=False, buffer_pool_size=0)
             self._conn = kuzu.Connection(self._db)
             self._conn.execute("BEGIN TRANSACTION")
@@ -273,15 +273,6 @@ def _exclusive_lock(path: Path, given: Path | None = None) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def _return_freed_memory() -> None:
-    """Hand the heap's free pages back to the system (glibc keeps what Kuzu freed, so a long
-    ingest's resident memory would grow with the database). Elsewhere a no-op."""
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
 
 
 def _remove_stale_staging(path: Path) -> None:

@@ -6,6 +6,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from rich.text import Text
+from textual import events
+from textual._context import NoActiveAppError
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
@@ -15,6 +17,8 @@ from ..messages import QueryFailed
 from .dialogs import ErrorDialog
 
 if TYPE_CHECKING:
+    from textual.app import App
+
     from ..app import TraceExplorer
 
 
@@ -38,12 +42,47 @@ class ExplorerScreen(Screen[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
     _under_error = False  # an error dialog was pushed on top of this screen
+    _styled_as: object = None  # the app's style state its widgets were last styled in
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._styled_for_app()
+
+    def _styled_for_app(self) -> None:
+        """Start with the app's size classes and mark the CSS current, as Textual would set them
+        once the screen is shown. Otherwise a screen's first showing styles every widget
+        twice more (the breakpoint classes arriving with the first resize restyle the screen,
+        and a screen marked behind the app's CSS has the whole stylesheet reparsed and the
+        app restyled): 0.2-0.4 s of a first visit. The styles come out the same."""
+        try:
+            app = self.app
+        except NoActiveAppError:  # made outside an app: Textual sets both when it is shown
+            return
+        if not any(getattr(app, "_screen_stacks", {}).values()):
+            return  # the app's first screen: showing it sets the stylesheet's theme variables
+        width, height = app.size
+        self.add_class(
+            *_breakpoint(width, self.HORIZONTAL_BREAKPOINTS),
+            *_breakpoint(height, self.VERTICAL_BREAKPOINTS),
+            update=False,
+        )
+        self._css_update_count = getattr(app, "_css_update_count", self._css_update_count)
+        self._styled_as = _app_style_state(app)
 
     @property
     def explorer(self) -> TraceExplorer:
         return cast("TraceExplorer", self.app)
 
-    def on_screen_resume(self) -> None:
+    def on_screen_suspend(self) -> None:
+        self._styled_as = _app_style_state(self.app)
+
+    def on_screen_resume(self, event: events.ScreenResume) -> None:
+        if self._styled_as is not None and self._styled_as == _app_style_state(self.app):
+            # (Runs before Textual's own handler.) Textual restyles every widget of a screen
+            # shown again (20-60 ms); its styles cannot have changed when the app's classes,
+            # pseudo-classes and theme are as they were (a changed stylesheet is reapplied
+            # by the mode switch itself, and widgets restyle as their own classes change).
+            event.refresh_styles = False
         if self._under_error:
             # An error dialog closed: syncing would retry what just failed and, where it fails
             # for good (an empty database, a query that always times out), reopen the dialog.
@@ -89,3 +128,15 @@ class ExplorerScreen(Screen[None]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state == WorkerState.ERROR and event.worker.error is not None:
             self.show_error(f"{event.worker.name} failed", repr(event.worker.error))
+
+
+def _breakpoint(size: int, breakpoints: list[tuple[int, str]]) -> list[str]:
+    """The class of the widest breakpoint `size` reaches (as Textual's Screen picks it)."""
+    reached = [name for at, name in sorted(breakpoints, reverse=True) if size >= at]
+    return reached[:1]
+
+
+def _app_style_state(app: App[object]) -> object:
+    """What a screen's styles depend on outside it: the app's classes, pseudo-classes (focus,
+    dark) and theme."""
+    return frozenset(app.classes), frozenset(app.pseudo_classes), app.theme

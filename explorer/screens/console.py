@@ -14,7 +14,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 from textual import work
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 from textual.worker import get_current_worker
 
 from tracegraph.ingest.store import GraphStore, QueryError, query_parameters
@@ -24,6 +24,7 @@ from tracegraph.queries.guard import QueryRefused, check_read_only
 from .. import keymap
 from ..messages import CsvExported, EventChosen, QueryFailed, QueryFinished
 from ..widgets.cypher_editor import CypherEditor
+from ..widgets.footer import StableFooter
 from ..widgets.format import duration
 from ..widgets.fresh import StatusLine
 from ..widgets.paged_table import PagedTable
@@ -58,7 +59,7 @@ class ConsoleScreen(ExplorerScreen):
         yield CypherEditor(STARTER, id="editor", language=None)
         yield StatusLine("", id="console-status", classes="status")
         yield PagedTable(id="results")
-        yield Footer()
+        yield StableFooter()
 
     def on_mount(self) -> None:
         self._status("ready")

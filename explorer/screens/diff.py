@@ -13,7 +13,6 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.widgets import (
     Button,
     DataTable,
-    Footer,
     Header,
     Input,
     Label,
@@ -30,6 +29,7 @@ from tracegraph.queries.step import edge_set_names
 from .. import keymap
 from ..messages import DiffComputed, EdgeSetsListed, EventChosen, QueryFailed
 from ..widgets.fit_table import FitTable
+from ..widgets.footer import StableFooter
 from ..widgets.format import cell, duration
 from ..widgets.fresh import StatusLine
 from ..widgets.paged_table import PagedTable
@@ -73,7 +73,7 @@ class DiffScreen(ExplorerScreen):
             with TabPane("Chakra", id="tab-chakra"):
                 yield Label("sync edges: whole graph vs on the critical path", classes="section")
                 yield FitTable(id="chakra", zebra_stripes=True)
-        yield Footer()
+        yield StableFooter()
 
     def sync(self) -> None:
         run = self.explorer.focus_state.run

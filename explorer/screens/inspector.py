@@ -15,7 +15,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 from textual.worker import get_current_worker
 
 from tracegraph.queries.neighbours import EventDetail, event_detail, event_id_of
@@ -24,6 +24,7 @@ from tracegraph.queries.runs import ev_idx_of_id, rank_of_id
 from .. import keymap
 from ..messages import EventLoaded, QueryFailed
 from ..widgets.fit_table import Cell, FitTable
+from ..widgets.footer import StableFooter
 from ..widgets.format import cell, duration, us
 from ..widgets.fresh import StatusLine
 from .base import ExplorerScreen
@@ -55,7 +56,7 @@ class InspectorScreen(ExplorerScreen):
                 yield StatusLine("", id="fields")
             # the name leads what scrolls: it is what Enter follows
             yield FitTable(id="neighbours", cursor_type="row", zebra_stripes=True, keep=4)
-        yield Footer()
+        yield StableFooter()
 
     def on_mount(self) -> None:
         self.query_one("#neighbours", FitTable).fill(NEIGHBOUR_HEADERS, [])

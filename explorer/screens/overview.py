@@ -10,7 +10,7 @@ from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import DataTable, Footer, Header, Label, Static
+from textual.widgets import DataTable, Header, Label, Static
 from textual.worker import get_current_worker
 
 from tracegraph.queries.crossrank import StepVerdict
@@ -20,6 +20,7 @@ from tracegraph.queries.step import edge_set_names
 from .. import keymap
 from ..messages import GpuBusyLoaded, OverviewLoaded, QueryFailed, RanksListed, StepChosen
 from ..widgets.fit_table import Cell, FitTable
+from ..widgets.footer import StableFooter
 from ..widgets.format import duration, ms, percent, sparkline
 from ..widgets.fresh import StatusLine
 from ..widgets.step_chart import StepChart, rank_steps
@@ -70,7 +71,7 @@ class OverviewScreen(ExplorerScreen):
             classes="section",
         )
         yield FitTable(id="waits", cursor_type="cell", zebra_stripes=True, fixed_columns=1)
-        yield Footer()
+        yield StableFooter()
 
     def sync(self) -> None:
         wanted = self.explorer.focus_state.run

@@ -9,13 +9,14 @@ import pyarrow as pa
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
-from textual.widgets import DataTable, Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from tracegraph.queries.report import Report, build_report
 
 from .. import keymap
 from ..messages import EventChosen, QueryFailed, ReportLoaded
 from ..widgets.fit_table import FitTable
+from ..widgets.footer import StableFooter
 from ..widgets.format import cell, duration
 from ..widgets.fresh import StatusLine
 from .base import ExplorerScreen
@@ -51,7 +52,7 @@ class ReportScreen(ExplorerScreen):
             for name, title in TABS.items():
                 with TabPane(title, id=f"tab-{name}"):
                     yield FitTable(id=name, zebra_stripes=True, keep=1)
-        yield Footer()
+        yield StableFooter()
 
     def sync(self) -> None:
         run = self.explorer.focus_state.run

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pyarrow.compute as pc
 from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
 from tracegraph.queries.crossrank import describe, step_verdicts
@@ -27,10 +28,11 @@ from ..messages import (
     StepsListed,
     TimelineLoaded,
 )
+from ..widgets.footer import StableFooter
 from ..widgets.format import ms, percent, us
 from ..widgets.fresh import StatusLine
 from ..widgets.paged_table import PagedTable
-from ..widgets.timeline import TimelineStrip
+from ..widgets.timeline import TimelineStrip, lane_shapes
 from .base import ExplorerScreen
 from .dialogs import PromptDialog
 
@@ -59,17 +61,21 @@ class StepScreen(ExplorerScreen):
         yield StatusLine("", id="path-note", classes="note")
         yield PagedTable(id="path", page_size=200, keep=5)  # the edge type scrolls in last
         yield TimelineStrip(id="timeline")
-        yield Footer()
+        yield StableFooter()
 
     def sync(self) -> None:
         focus = self.explorer.focus_state
         if self.window is None or (focus.run, focus.rank) != self.shown:
-            self.list_steps(focus.run, focus.rank, focus.step)
+            self.list_steps(focus.run, focus.rank, focus.step, focus.edge_set)
         elif focus.step is not None and focus.step != self.window.step:
             self._choose(focus.step)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="step-list")
-    def list_steps(self, run_name: str | None, rank: int | None, step: int | None) -> None:
+    def list_steps(
+        self, run_name: str | None, rank: int | None, step: int | None, edge_set: str | None
+    ) -> None:
+        """The rank's steps and the run's edge sets, then the chosen step as `load_step` loads
+        it, in the same worker (no round trip through a busy UI thread in between)."""
         try:
             run = self.explorer.run_ref(run_name)
             if run is None or not run.ranks:
@@ -81,8 +87,13 @@ class StepScreen(ExplorerScreen):
         except Exception as exc:  # noqa: BLE001 - shown in a dialog
             self.post_message(QueryFailed("the steps", str(exc)))
             return
-        if not get_current_worker().is_cancelled:
-            self.post_message(StepsListed(windows, edge_sets))
+        if get_current_worker().is_cancelled:
+            return
+        if edge_set not in edge_sets:
+            edge_set = edge_sets[0] if edge_sets else None
+        self.post_message(StepsListed(windows, edge_sets, step, edge_set))
+        if windows:
+            self._load_step(_pick(windows, step), edge_set)
 
     def on_steps_listed(self, message: StepsListed) -> None:
         self.windows, self.edge_sets = message.windows, message.edge_sets
@@ -91,19 +102,23 @@ class StepScreen(ExplorerScreen):
             return
         first = self.windows[0]
         self.shown = (first.run, first.rank)
-        focus = self.explorer.focus_state
-        if focus.edge_set not in self.edge_sets:
-            self.explorer.update_focus(edge_set=self.edge_sets[0] if self.edge_sets else None)
-        self.explorer.update_focus(run=first.run, rank=first.rank)
-        self._choose(focus.step)
+        wanted = self.explorer.focus_state.edge_set
+        edge_set = wanted if wanted in self.edge_sets else message.edge_set
+        self.explorer.update_focus(run=first.run, rank=first.rank, edge_set=edge_set)
+        if edge_set == message.edge_set:
+            self._choose(message.step, load=False)  # the listing worker goes on loading it
+        else:  # another edge set was chosen meanwhile
+            self.workers.cancel_group(self, "step-list")
+            self._choose(message.step)
 
-    def _choose(self, step: int | None) -> None:
-        window = next((w for w in self.windows if w.step == step), self.windows[0])
+    def _choose(self, step: int | None, load: bool = True) -> None:
+        window = _pick(self.windows, step)
         self.window = window
         self.explorer.update_focus(step=window.step)
         self._describe()
         self.query_one("#path-note", Static).update("loading…")
-        self.load_step(window, self.explorer.focus_state.edge_set)
+        if load:
+            self.load_step(window, self.explorer.focus_state.edge_set)
 
     def _describe(self) -> None:
         w = self.window
@@ -118,15 +133,20 @@ class StepScreen(ExplorerScreen):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="step")
     def load_step(self, window: StepWindow, edge_set: str | None) -> None:
-        """The critical path (when an edge set exists), then the timeline marked with it."""
+        self._load_step(window, edge_set)
+
+    def _load_step(self, window: StepWindow, edge_set: str | None) -> None:
+        """The critical path (when an edge set exists), then the timeline marked with it
+        (workers only)."""
         store = self.explorer.store
         try:
             path = critical_path(store, window, edge_set) if edge_set else None
             verdicts = step_verdicts(store, window.run)
             verdict = next((describe(v).strip() for v in verdicts if v.step == window.name), "")
+            rows = _path_rows(path.edges) if path is not None else None
             if get_current_worker().is_cancelled:
                 return
-            self.post_message(CriticalPathLoaded(path, window, verdict))
+            self.post_message(CriticalPathLoaded(path, window, verdict, rows))
             marks: set[int] = set()
             if path is not None:
                 marks = set(path.edges["src_id"].to_pylist())
@@ -134,11 +154,12 @@ class StepScreen(ExplorerScreen):
             timeline = rank_timeline(
                 store, window.run_idx, window.rank, window.ts, window.end, frozenset(marks)
             )
+            shapes = lane_shapes(timeline)
         except Exception as exc:  # noqa: BLE001 - shown in a dialog
             self.post_message(QueryFailed("the step", str(exc)))
             return
         if not get_current_worker().is_cancelled:
-            self.post_message(TimelineLoaded(timeline, window))
+            self.post_message(TimelineLoaded(timeline, window, shapes))
 
     def on_critical_path_loaded(self, message: CriticalPathLoaded) -> None:
         if message.window != self.window:
@@ -164,11 +185,11 @@ class StepScreen(ExplorerScreen):
                 f"{percent(message.path.length_ns / (message.window.dur or 1))} of the step"
                 + (f"\n{escape(message.verdict)}" if message.verdict else "")
             )
-        table.show(_path_rows(edges), PATH_HEADERS)
+        table.show(message.rows if message.rows is not None else _path_rows(edges), PATH_HEADERS)
 
     def on_timeline_loaded(self, message: TimelineLoaded) -> None:
         if message.window == self.window:
-            self.query_one(TimelineStrip).show(message.timeline)
+            self.query_one(TimelineStrip).show(message.timeline, message.shapes)
 
     # ---- actions -------------------------------------------------------------------------------
     def action_previous_step(self) -> None:
@@ -203,7 +224,8 @@ class StepScreen(ExplorerScreen):
                 return
             self.explorer.update_focus(rank=int(value))
             step = self.window.step if self.window else None
-            self.list_steps(self.explorer.focus_state.run, int(value), step)
+            focus = self.explorer.focus_state
+            self.list_steps(focus.run, int(value), step, focus.edge_set)
 
         current = "" if self.window is None else str(self.window.rank)
         self.app.push_screen(PromptDialog("Show rank", current, "a rank number"), chosen)
@@ -242,31 +264,31 @@ class StepScreen(ExplorerScreen):
         self.query_one(TimelineStrip).action_reset_zoom()
 
 
-def _path_rows(edges: pa.Table) -> pa.Table:
-    """Display columns of the critical-path edges (same row order as `edges`)."""
-    rows = edges.to_pylist()
+def _pick(windows: list[StepWindow], step: int | None) -> StepWindow:
+    """The window of `step`, or the first."""
+    return next((w for w in windows if w.step == step), windows[0])
 
-    def end(r: dict[str, object], side: str) -> str:
+
+def _path_rows(edges: pa.Table) -> pa.Table:
+    """Display columns of the critical-path edges (same row order as `edges`), built column by
+    column (thousands of edges: a worker's tens of ms row by row, holding the UI's GIL)."""
+
+    def text(column: str) -> pa.ChunkedArray:
+        return pc.fill_null(edges[column], "None")  # as str() writes a missing value
+
+    def end(side: str) -> pa.ChunkedArray:
         # label initial and boundary first: a narrow column cuts the end of the name only
-        return f"{str(r[f'{side}_label'])[0]} {r[f'{side}_boundary']:<5} {r[f'{side}_name']}"
+        initial = pc.utf8_slice_codeunits(text(f"{side}_label"), 0, 1)
+        boundary = pc.utf8_rpad(text(f"{side}_boundary"), 5)
+        return pc.binary_join_element_wise(initial, boundary, text(f"{side}_name"), " ")
 
     return pa.table(
         {
-            "order": [r["path_order"] for r in rows],
-            "from": [end(r, "src") for r in rows],
-            "to": [end(r, "dst") for r in rows],
-            "weight": [us(r["weight_ns"]) for r in rows],
-            "share": [percent(r["share"]) for r in rows],
-            "type": [r["type"] for r in rows],
-        },
-        schema=pa.schema(
-            [
-                ("order", pa.int64()),
-                ("from", pa.string()),
-                ("to", pa.string()),
-                ("weight", pa.string()),
-                ("share", pa.string()),
-                ("type", pa.string()),
-            ]
-        ),
+            "order": pc.cast(edges["path_order"], pa.int64()),
+            "from": end("src"),
+            "to": end("dst"),
+            "weight": pa.array([us(v) for v in edges["weight_ns"].to_pylist()], pa.string()),
+            "share": pa.array([percent(v) for v in edges["share"].to_pylist()], pa.string()),
+            "type": pc.cast(edges["type"], pa.string()),
+        }
     )

@@ -8,13 +8,14 @@ the header's width (a table could show 4-character columns until something redre
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from rich.cells import cell_len
 from rich.text import Text
 from textual import events
 from textual.coordinate import Coordinate
 from textual.widgets import DataTable
+from textual.widgets.data_table import RowKey
 
 from .fresh import FreshLayout
 
@@ -133,6 +134,14 @@ class FitTable(DataTable[Cell], FreshLayout):
     def _fit(self) -> list[int]:
         keep = len(self._natural) if self.keep is None else self.keep
         return fit_widths(self._natural, self._shrinkable, self._room(), keep)
+
+    def _update_dimensions(self, new_rows: Iterable[RowKey]) -> None:
+        """DataTable measures every new cell for its automatic column widths; ours are set
+        (tens of ms for a page of rows on the UI thread), so only the size is updated."""
+        if any(column.auto_width for column in self.columns.values()):
+            super()._update_dimensions(new_rows)
+        else:
+            super()._update_dimensions(())
 
     def _rebuild(self, keep_cursor: bool = True) -> None:
         cursor, scroll = self.cursor_coordinate, self.scroll_offset

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from itertools import groupby
+
+from rich.text import Text
 
 SPARK = "▁▂▃▄▅▆▇█"
 MAX_CELL = 120  # the table columns cut what their width cannot show
@@ -43,3 +47,11 @@ def cell(value: object) -> str:
 
 def duration(seconds: float) -> str:
     return f"{seconds * 1000:,.0f} ms" if seconds < 10 else f"{seconds:,.1f} s"
+
+
+def append_runs(out: Text, cells: Iterable[tuple[str, str]]) -> None:
+    """Append (character, style) cells to `out`, one span per run of equal style: what the
+    terminal shows is the same, and rendering costs per span (a chart of one span per cell took
+    hundreds of ms to draw)."""
+    for style, run in groupby(cells, key=lambda c: c[1]):
+        out.append("".join(char for char, _ in run), style=style)

@@ -8,6 +8,7 @@ in it. The axis takes the widget's width: a wider terminal bins the times more f
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,7 @@ import pyarrow as pa
 from rich.text import Text
 from textual.geometry import Size
 
-from .format import ms
+from .format import append_runs, ms
 from .fresh import FreshLayout
 
 BARS = "▁▂▃▄▅▆▇█"
@@ -64,14 +65,19 @@ def chart(ranks: list[RankSteps], width: int) -> Text:
     marked = len(ranks) > 1
     for r, (count, slow) in zip(ranks, counts, strict=True):
         out.append("\n" + str(r.rank).rjust(RANK_WIDTH) + " ", style="bold")
-        for n, is_slow in zip(count.tolist(), slow.tolist(), strict=True):
-            if n == 0:
-                out.append("·", style="dim")
-                continue
-            bar = BARS[min(len(BARS), math.ceil(n / top * len(BARS))) - 1]
-            out.append(bar, style="bold red" if marked and is_slow else "cyan")
+        append_runs(out, _bars(count.tolist(), slow.tolist(), top, marked))
         out.append(ms(float(np.median(r.durs))).rjust(STATS_WIDTH))
     return out
+
+
+def _bars(counts: list[int], slow: list[bool], top: int, marked: bool) -> Iterator[tuple[str, str]]:
+    """(character, style) per bin: a bar as high as its count, red where a step was slowest."""
+    for n, is_slow in zip(counts, slow, strict=True):
+        if n == 0:
+            yield "·", "dim"
+        else:
+            bar = BARS[min(len(BARS), math.ceil(n / top * len(BARS))) - 1]
+            yield bar, "bold red" if marked and is_slow else "cyan"
 
 
 def _bin_counts(r: RankSteps, lo: float, hi: float, bins: int) -> tuple[np.ndarray, np.ndarray]:

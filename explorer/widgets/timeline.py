@@ -7,6 +7,9 @@ view; the status line names the event under it on the selected row.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
+
 import numpy as np
 from rich.text import Text
 from textual.geometry import Size
@@ -17,11 +20,29 @@ from tracegraph.queries.timeline import Lane, Timeline
 
 from .. import keymap
 from ..messages import EventChosen
-from .format import ms
+from .format import append_runs, ms
 
 LABEL_WIDTH = 10
 BLOCKS = "▁▂▃▄▅▆▇█"
 MIN_SPAN_NS = 1_000
+
+
+@dataclass(frozen=True)
+class LaneShapes:
+    """Per lane of a timeline: each event's nesting depth, and whether it is on the critical
+    path."""
+
+    depths: list[np.ndarray]
+    critical: list[np.ndarray]
+
+
+def lane_shapes(timeline: Timeline) -> LaneShapes:
+    """What drawing `timeline` needs beyond its events (workers: tens of ms on a big step)."""
+    marks = np.fromiter(timeline.critical_ids, dtype=np.int64, count=len(timeline.critical_ids))
+    return LaneShapes(
+        [_nesting_depth(lane) for lane in timeline.lanes],
+        [np.isin(lane.ids, marks) for lane in timeline.lanes],
+    )
 
 
 class TimelineStrip(Widget, can_focus=True):
@@ -40,12 +61,12 @@ class TimelineStrip(Widget, can_focus=True):
         self._critical: list[np.ndarray] = []
         self.message = "no step loaded"
 
-    def show(self, timeline: Timeline) -> None:
-        """Show a new window, zoomed out to all of it."""
+    def show(self, timeline: Timeline, shapes: LaneShapes | None = None) -> None:
+        """Show a new window, zoomed out to all of it; `shapes` are `lane_shapes(timeline)`
+        (computed here if not given: a worker should, they take tens of ms)."""
         self.timeline = timeline
-        self._depths = [_nesting_depth(lane) for lane in timeline.lanes]
-        marks = np.fromiter(timeline.critical_ids, dtype=np.int64, count=len(timeline.critical_ids))
-        self._critical = [np.isin(lane.ids, marks) for lane in timeline.lanes]
+        shapes = shapes or lane_shapes(timeline)
+        self._depths, self._critical = shapes.depths, shapes.critical
         self.lane = 0
         self.view_start = timeline.start_ns
         self.view_end = max(timeline.end_ns, timeline.start_ns + 1)
@@ -146,19 +167,24 @@ class TimelineStrip(Widget, can_focus=True):
         depth, critical = self._depths[index], self._critical[index]
         height = _column_max(lane, depth + 1, self.view_start, self.view_end, width)
         marked = _column_max(lane, critical.astype(np.int64), self.view_start, self.view_end, width)
-        centre = width // 2
-        for col in range(width):
-            level = int(height[col])
-            if level == 0:
-                char = "·" if col == centre else " "
-            elif lane.kind == "gpu":
-                char = "█"
-            else:
-                char = BLOCKS[min(level, len(BLOCKS)) - 1]
-            style = "bold red" if marked[col] else ("cyan" if lane.kind == "gpu" else "green")
-            if col == centre:
-                style += " underline"
-            out.append(char, style=style)
+        append_runs(out, _cells(lane.kind, height.tolist(), marked.tolist(), width // 2))
+
+
+def _cells(
+    kind: str, heights: list[int], marked: list[int], centre: int
+) -> Iterator[tuple[str, str]]:
+    """(character, style) per column of a lane: its block, red on the critical path, the
+    cursor's column underlined."""
+    colour = "cyan" if kind == "gpu" else "green"
+    for col, (level, mark) in enumerate(zip(heights, marked, strict=True)):
+        if level == 0:
+            char = "·" if col == centre else " "
+        elif kind == "gpu":
+            char = "█"
+        else:
+            char = BLOCKS[min(level, len(BLOCKS)) - 1]
+        style = "bold red" if mark else colour
+        yield char, (style + " underline" if col == centre else style)
 
 
 def _column_max(lane: Lane, values: np.ndarray, start: int, end: int, width: int) -> np.ndarray:
@@ -184,12 +210,12 @@ def _column_max(lane: Lane, values: np.ndarray, start: int, end: int, width: int
 
 def _nesting_depth(lane: Lane) -> np.ndarray:
     """Depth of each event in its lane (0 = top level), from time nesting of sorted starts."""
-    depth = np.zeros(len(lane.ids), dtype=np.int64)
     stack: list[int] = []
-    ends = lane.ends.tolist()
-    for i, start in enumerate(lane.starts.tolist()):
+    push, pop = stack.append, stack.pop
+    depths: list[int] = []
+    for start, end in zip(lane.starts.tolist(), lane.ends.tolist(), strict=True):
         while stack and stack[-1] <= start:
-            stack.pop()
-        depth[i] = len(stack)
-        stack.append(ends[i])
-    return depth
+            pop()
+        depths.append(len(stack))
+        push(end)
+    return np.array(depths, dtype=np.int64)

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_merged, write_per_rank
-from tracegraph.ingest import archive, schema
+from tracegraph.ingest import archive, parallel, schema
 from tracegraph.ingest.errors import TraceFormatError
 from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
@@ -172,3 +172,30 @@ def test_ray_without_the_extra_is_one_line_and_nothing_written(
     with pytest.raises(IngestError, match=r"pip install 'tracegraph\[ray\]'"):
         ingest([file], db, IngestOptions(ray="auto"))
     assert not db.exists() and not archive.archive_root(db).exists()
+
+
+class _CountingPool:
+    """A pool that records what was submitted; its handles are the files' indices."""
+
+    def __init__(self, slots: int) -> None:
+        self.slots = slots
+        self.submitted: list[str] = []
+
+    def submit(self, source: object, options: object, run: str, run_idx: int) -> int:
+        self.submitted.append(str(source))
+        return len(self.submitted) - 1
+
+
+def test_every_worker_has_a_file_while_one_is_loaded() -> None:
+    """The file being loaded here is taken with `slots` more already submitted, so no worker
+    idles while this process loads (before, the next file was submitted only after the load)."""
+    files = [f"f{i}" for i in range(7)]
+    pool = _CountingPool(slots=2)
+    handles = parallel._ahead(pool, files, ParseOptions(), "run", 0)  # type: ignore[arg-type]
+    taken = []
+    for handle in handles:
+        taken.append(handle)
+        # while handle is loaded, the files after it up to `slots` are with the workers
+        assert len(pool.submitted) == min(handle + 1 + pool.slots, len(files))
+    assert taken == list(range(len(files)))
+    assert pool.submitted == files

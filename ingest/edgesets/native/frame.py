@@ -24,7 +24,7 @@ columns, built from tracegraph's parsed table with whole-array passes:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -195,10 +195,12 @@ def frame_source(trace: RankTrace) -> FrameSource:
         pc.and_(pc.is_valid(events["dur"]), pc.is_valid(events["cat"])),
         pc.not_equal(pc.fill_null(events["cat"], ""), "Trace"),
     )
-    needed = [c for c in FRAME_COLUMNS if c in events.column_names]
-    rows = events.select(needed).filter(keep)
-    rows = rows.append_column("hta_stream", pa.array(_hta_stream(rows), pa.int64()))
-    return FrameSource(trace.rank, rows.drop_columns(["args"]))
+    # args only where a stream is read from it, not copied for every row kept
+    needed = [c for c in FRAME_COLUMNS if c in events.column_names and c != "args"]
+    kept = pc.indices_nonzero(pc.fill_null(keep, False))
+    rows = events.select(needed).take(kept)
+    stream = _hta_stream(rows, lambda at: events["args"].take(kept.take(pa.array(at, pa.int64()))))
+    return FrameSource(trace.rank, rows.append_column("hta_stream", pa.array(stream, pa.int64())))
 
 
 def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: bool) -> Frame:
@@ -360,13 +362,13 @@ def _downcast_dtype(values: np.ndarray) -> np.dtype:
     return np.dtype(np.int64)
 
 
-def _hta_stream(rows: pa.Table) -> np.ndarray:
+def _hta_stream(rows: pa.Table, args_at: Callable[[np.ndarray], pa.ChunkedArray]) -> np.ndarray:
     """`args.stream` as HTA reads it: `int(value)`, -1 where absent or not an int literal
-    (ROCm writes "0x0"); `stream_id` is ignored."""
+    (ROCm writes "0x0"); `stream_id` is ignored. `args_at(positions)`: those rows' args."""
     stream = _ints(rows, "stream")
     # Only rows where tracegraph found a stream can differ (stream_id, or a non-decimal text).
     suspect = np.nonzero(stream != -1)[0]
-    args = pc.fill_null(rows["args"].take(pa.array(suspect, pa.int64())), "")
+    args = pc.fill_null(args_at(suspect), "")
     odd = _mask(pc.match_substring(args, '"stream_id"')) | _mask(
         pc.match_substring_regex(args, r'"stream"\s*:\s*"')
     )
@@ -376,8 +378,9 @@ def _hta_stream(rows: pa.Table) -> np.ndarray:
         return stream
     import msgspec
 
-    for i in np.nonzero(has_id)[0]:
-        parsed = msgspec.json.decode(rows["args"][int(i)].as_py() or "{}")
+    odd_args = args.filter(pa.array(odd))
+    for i, text in zip(suspect[odd], odd_args.to_pylist(), strict=True):
+        parsed = msgspec.json.decode(text or "{}")
         value = parsed.get("stream", -1) if isinstance(parsed, dict) else -1
         try:
             stream[i] = int(value)
