@@ -201,3 +201,25 @@ def mb(n: float) -> float:
 def note(message: str) -> None:
     """Progress to stderr, results stay on stdout."""
     print(message, file=sys.stderr, flush=True)
+
+
+# Which release an HTA environment holds (both distributions install the module `hta`).
+HTA_VERSION_PROBE = """
+from importlib.metadata import PackageNotFoundError, version
+for dist, prefix in (("HolisticTraceAnalysis", "hta"), ("traceinsight", "traceinsight")):
+    try:
+        print(f"{prefix}-{version(dist)}")
+        break
+    except PackageNotFoundError:
+        pass
+else:
+    print("hta-unknown")
+"""
+
+
+def hta_label(python: Path) -> str:
+    """The edge-set style name, e.g. 'hta-0.5.0', of the env whose interpreter is `python`."""
+    out = subprocess.run(
+        [str(python), "-I", "-c", HTA_VERSION_PROBE], capture_output=True, text=True, check=True
+    )
+    return out.stdout.strip()

@@ -11,13 +11,21 @@ both install the module `hta`). Times are reported without and with imports.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import CONTROL, ChildRun, ingest_child, median, note, print_table, run_child
+from _common import (
+    CONTROL,
+    ChildRun,
+    hta_label,
+    ingest_child,
+    median,
+    note,
+    print_table,
+    run_child,
+)
 
 GOAL = 5.0
 
@@ -35,19 +43,6 @@ analyzer = TraceAnalysis(trace_files={rank: sys.argv[2]})
 t2, c2 = time.perf_counter(), time.process_time()
 rows = len(analyzer.t.get_trace(rank))
 print(json.dumps({"import_s": t1 - t0, "work_s": t2 - t1, "cpu_s": c2 - c1, "rows": rows}))
-"""
-
-# Which distribution provides `hta` in an environment (both install the same module).
-HTA_VERSION_PROBE = """
-from importlib.metadata import PackageNotFoundError, version
-for dist, prefix in (("HolisticTraceAnalysis", "hta"), ("traceinsight", "traceinsight")):
-    try:
-        print(f"{prefix}-{version(dist)}")
-        break
-    except PackageNotFoundError:
-        pass
-else:
-    print("hta-unknown")
 """
 
 DEFAULT_HTA_SPECS = ("HolisticTraceAnalysis==0.5.0", "traceinsight==0.6.1")
@@ -73,14 +68,6 @@ def hta_env_python(spec: str, cache_root: Path) -> Path:
         note(f"hta env {spec}: {stage} {done}/{total}")
 
     return hta_env.ensure_env(spec, cache_root, progress=progress).python
-
-
-def hta_label(python: Path) -> str:
-    """The edge-set style name, e.g. 'hta-0.5.0', of the env whose interpreter is `python`."""
-    out = subprocess.run(
-        [str(python), "-c", HTA_VERSION_PROBE], capture_output=True, text=True, check=True
-    )
-    return out.stdout.strip()
 
 
 def trace_rank(path: Path) -> int:

@@ -38,7 +38,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import CACHE, CONTROL, ingest_child, median, note, print_table, run_child
+from _common import (
+    CACHE,
+    CONTROL,
+    hta_label,
+    ingest_child,
+    median,
+    note,
+    print_table,
+    run_child,
+)
 
 from tracegraph.examples.synthetic import SyntheticConfig
 
@@ -97,19 +106,6 @@ t2, c2 = time.perf_counter(), time.process_time()
 graph = built.windows[0].graph
 print(json.dumps({"read_s": t1 - t0, "build_s": t2 - t1, "work_s": t2 - t0, "cpu_s": c2 - c0,
                   "edges": len(graph.edges), "length_ns": int(graph.path.length) * graph.unit_ns}))
-"""
-
-# Which release an HTA environment holds (both install the module `hta`).
-HTA_VERSION_PROBE = """
-from importlib.metadata import PackageNotFoundError, version
-for dist, prefix in (("HolisticTraceAnalysis", "hta"), ("traceinsight", "traceinsight")):
-    try:
-        print(f"{prefix}-{version(dist)}")
-        break
-    except PackageNotFoundError:
-        pass
-else:
-    print("hta-unknown")
 """
 
 # The `tracegraph` command (cli.main) in one process with timers around the steps of its write;
@@ -244,7 +240,7 @@ def part_one(args: argparse.Namespace, pythons: list[Path]) -> None:
     template = scratch / "template.kuzu"
     note(f"ingesting {trace} into {template} (not timed)")
     ingest_child([trace], db=template)
-    names = {p: _probe_name(p) for p in pythons}
+    names = {p: hta_label(p) for p in pythons}
     command = Path(sys.executable).with_name("tracegraph")
     window = (
         ["--annotation", args.annotation]
@@ -384,13 +380,6 @@ def part_one(args: argparse.Namespace, pythons: list[Path]) -> None:
     )
     breakdown(template, scratch, names.values(), edges_argv)
     shutil.rmtree(scratch, ignore_errors=True)
-
-
-def _probe_name(python: Path) -> str:
-    out = subprocess.run(
-        [str(python), "-I", "-c", HTA_VERSION_PROBE], capture_output=True, text=True, check=True
-    )
-    return out.stdout.strip()
 
 
 BREAKDOWN_ORDER = (

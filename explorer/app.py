@@ -190,6 +190,7 @@ class TraceExplorer(App[int]):
         collector's full passes: they live as long as the app, and walking them all (hundreds of
         thousands of objects) paused the UI 100-270 ms at random moments. `on_unmount` gives
         them back to the collector."""
+        gc.collect()  # what is garbage now is collected, not frozen with the rest
         gc.freeze()
 
     # ---- data shared by screens (called from workers) --------------------------------------

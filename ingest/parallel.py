@@ -95,8 +95,9 @@ def prepare_file(
         for trace in traces:
             if ranks and _json_size(path) > limit:
                 return FileOutcome([], too_many=True)
-            prepared = prepare_rank(trace, run, run_idx)
-            del trace
+            held = [trace]
+            del trace  # prepare_rank holds the only reference: the rank is not held twice
+            prepared = prepare_rank(held.pop(), run, run_idx)
             if writes_archive:
                 assert archive_dir is not None
                 write_rank(archive_dir, prepared.rank, prepared.archive_rows)

@@ -87,16 +87,19 @@ class Spill:
 
     def take(self, keys: list[Key]) -> pa.Table | None:
         """The rows of these keys as one table in `order_by` order; their pieces are deleted."""
-        tables = [t for k in keys for t in self.held.pop(k, [])]
+        held = {k: self.held.pop(k, []) for k in keys}
         self.held_bytes -= sum(self.held_bytes_of.pop(k, 0) for k in keys)
-        paths = [p for k in keys for p in self.pieces.pop(k, [])]
-        if not paths and not tables:
+        pieces = {k: self.pieces.pop(k, []) for k in keys}
+        if not any(held.values()) and not any(pieces.values()):
             return None
         release_freed()  # what the parse freed, before the rank is read back
-        for path in paths:
-            with pa.OSFile(str(path)) as source:
-                tables.append(pa.ipc.open_file(source).read_all())
-            path.unlink(missing_ok=True)
+        tables: list[pa.Table] = []
+        for key in keys:  # a key's pieces on disk hold its older rows, then those still held
+            for path in pieces[key]:
+                with pa.OSFile(str(path)) as source:
+                    tables.append(pa.ipc.open_file(source).read_all())
+                path.unlink(missing_ok=True)
+            tables.extend(held.pop(key))
         handover = [pa.concat_tables(tables, promote_options="default")]
         del tables
         return _in_order(handover.pop(), self.order_by)  # which holds the only reference

@@ -108,7 +108,6 @@ class StepScreen(ExplorerScreen):
         if edge_set == message.edge_set:
             self._choose(message.step, load=False)  # the listing worker goes on loading it
         else:  # another edge set was chosen meanwhile
-            self.workers.cancel_group(self, "step-list")
             self._choose(message.step)
 
     def _choose(self, step: int | None, load: bool = True) -> None:
@@ -118,6 +117,8 @@ class StepScreen(ExplorerScreen):
         self._describe()
         self.query_one("#path-note", Static).update("loading…")
         if load:
+            # the listing worker may still be loading its first step (another edge set's path)
+            self.workers.cancel_group(self, "step-list")
             self.load_step(window, self.explorer.focus_state.edge_set)
 
     def _describe(self) -> None:

@@ -166,8 +166,9 @@ def remove_edge_sets(store: GraphStore, run: str, run_idx: int, names: list[str]
     ids = [f"{r}/{name}" for name in names for r in runs]
     present = _count(store, "MATCH (e:EdgeSet) WHERE e.id IN $ids RETURN count(*) AS n",
                      {"ids": ids})  # fmt: skip
-    # A set's rows are written with its EdgeSet node, in one write: none without it, so a
-    # first write scans no DEP rows (on 5 M of them the two counts below take ~1 s).
+    # A set's DEP rows are only written with its EdgeSet node, in one write (here), and
+    # removed with it (here and remove_run): none exist without it, so a first write scans no
+    # DEP rows (on 5 M of them the two counts below take ~1 s).
     dropped = present and _count(store, f"MATCH (a:{_EVENTS})-[d:DEP]->() WHERE {mine} "
                                  "RETURN count(*) AS n", params)  # fmt: skip
     total = dropped and _count(store, "MATCH ()-[d:DEP]->() RETURN count(*) AS n", {})

@@ -56,12 +56,22 @@ def test_a_key_set_comes_back_whole_and_in_order(
     assert not spill.folder.exists()
 
 
-def test_rows_already_in_order_are_kept_as_added(tmp_path: Path) -> None:
+def test_rows_already_in_order_are_not_sorted_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A key's rows on disk are older than those still held: read back in that order, rows set
+    aside in file order come back as added without a sort (which would hold a second copy)."""
     spill = Spill(tmp_path / "x.spill", order_by="ev_idx")
     parts = [rows(list(range(i * 10, i * 10 + 10)), "a") for i in range(3)]
-    for part in parts:
-        spill.add(("rank", 0), part)
+    spill.add(("rank", 0), parts[0])
+    spill.add(("rank", 0), parts[1])
     spill._write(spill.keys())
+    spill.add(("rank", 0), parts[2])  # still held
+
+    def no_sort(*args: object, **kwargs: object) -> None:
+        raise AssertionError("rows already in order were sorted")
+
+    monkeypatch.setattr(spill_module.pc, "sort_indices", no_sort)
     try:
         got = spill.take([("rank", 0)])
         assert got is not None and got.equals(pa.concat_tables(parts).combine_chunks())
