@@ -123,19 +123,46 @@ def _connect(ray: Any, address: str) -> bool:
 
 
 def _check_answers(address: str) -> None:
-    """A HOST:PORT that nothing listens on is an error now: Ray itself retries for minutes."""
+    """A HOST:PORT where nothing listens, or where something other than a gRPC server (Ray's
+    GCS) answers, is an error now: Ray itself retries for minutes (measured: an HTTP server
+    given as the address kept `ray.init` waiting over 150 s)."""
     if address in ("auto", "local") or "://" in address:
         return
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
         raise IngestError(f"--ray {address}: not auto, local, HOST:PORT or ray://HOST:PORT")
     try:
-        socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S).close()
+        with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S) as conn:
+            speaks_grpc = _answers_http2(conn)
     except OSError as exc:
         raise IngestError(f"--ray {address}: no Ray cluster answers there ({exc})") from None
+    if not speaks_grpc:
+        raise IngestError(
+            f"--ray {address}: something answers there, but not a Ray cluster (no gRPC); "
+            "give the head node's GCS address (`ray start --head` prints it)"
+        )
 
 
 CONNECT_TIMEOUT_S = 5.0
+# An HTTP/2 client's connection preface and an empty SETTINGS frame: a gRPC server (Ray's GCS
+# is one) answers with a SETTINGS frame of its own; an HTTP/1 server, or another protocol, not.
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+_SETTINGS = 0x04
+
+
+def _answers_http2(conn: socket.socket) -> bool:
+    """Whether the server at the other end of `conn` answers an HTTP/2 preface in kind."""
+    try:
+        conn.sendall(_HTTP2_PREFACE)
+        head = b""
+        while len(head) < 9:  # a frame header: length (3), type (1), flags (1), stream (4)
+            chunk = conn.recv(9 - len(head))
+            if not chunk:
+                return False
+            head += chunk
+    except OSError:  # a timeout, or the server reset the connection
+        return False
+    return head[3] == _SETTINGS
 
 
 def _first_line(exc: BaseException) -> str:

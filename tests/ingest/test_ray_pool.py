@@ -120,3 +120,24 @@ def free_address() -> str:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return f"127.0.0.1:{s.getsockname()[1]}"
+
+
+def test_a_service_that_is_not_ray_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    """An HTTP server given as the cluster's address: refused at once (Ray's own connect kept
+    waiting over 150 s), while the test above joins a real GCS through the same check."""
+    import http.server
+    import threading
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        files = write_per_rank(SyntheticConfig(ranks=1, steps=1, layers=1), tmp_path / "job")
+        db = tmp_path / "http.kuzu"
+        address = f"127.0.0.1:{server.server_address[1]}"
+        done = tracegraph("ingest", str(files[0]), "--db", str(db), "--ray", address)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "not a Ray cluster" in done.stderr
+    assert not db.exists()
