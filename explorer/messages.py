@@ -64,7 +64,8 @@ class CriticalPathLoaded(Message):
     path: CriticalPath | None  # None: the run has no edge set
     window: StepWindow
     verdict: str = ""  # the step across ranks (native edge set), in words; "" when not built
-    rows: pa.Table | None = None  # the path's edges as shown (formatted by the worker)
+    rows: pa.Table | None = None  # the path's edges as shown (formatted by the worker); None
+    # only when there is no path
 
 
 @dataclass

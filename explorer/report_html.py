@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from tracegraph.queries.report import HTA_MODE, Report
+from tracegraph.queries.report.analyses import SHARE_NAMES
 
 from .names import shorten_all
 from .report_view import TITLES, _in_us
@@ -184,14 +185,16 @@ def _temporal_section(temporal: pa.Table, kernel_types: pa.Table) -> str:
     )
 
 
+# kernel-type shares with communication and no compute beside it (bit 2 set, bit 1 not)
+_COMMUNICATION_ONLY = [name for mask, name in SHARE_NAMES.items() if mask & 2 and not mask & 1]
+
+
 def _segments(row: Mapping[str, Any], shares: Mapping[str, int]) -> dict[str, int]:
     """One rank's GPU span in parts: compute; the non-compute time split into communication,
     memory and the rest by the exclusive kernel-type shares (kept whole where the shares do
     not fit in it); idle, by cause where the exact reading gives them."""
     parts = {"compute": row["compute_ns"]}
-    communication = sum(
-        ns for name, ns in shares.items() if "COMMUNICATION" in name and "COMPUTATION" not in name
-    )
+    communication = sum(shares.get(name, 0) for name in _COMMUNICATION_ONLY)
     memory = shares.get("MEMORY", 0)
     rest = row["non_compute_ns"] - communication - memory
     if rest >= 0:

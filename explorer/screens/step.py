@@ -186,7 +186,8 @@ class StepScreen(ExplorerScreen):
                 f"{percent(message.path.length_ns / (message.window.dur or 1))} of the step"
                 + (f"\n{escape(message.verdict)}" if message.verdict else "")
             )
-        table.show(message.rows if message.rows is not None else _path_rows(edges), PATH_HEADERS)
+        assert message.rows is not None  # formatted by the worker with the path
+        table.show(message.rows, PATH_HEADERS)
 
     def on_timeline_loaded(self, message: TimelineLoaded) -> None:
         if message.window == self.window:

@@ -92,5 +92,22 @@ def remove(run_folder: Path, keys: set[str]) -> None:
         return
     for path in folder.iterdir():
         stale = path.suffix == ".parquet" and path.stem in keys
-        if stale or (path.name.startswith(".") and ".parquet." in path.name):
+        if stale or _left_by_a_killed_write(path):
             path.unlink(missing_ok=True)
+
+
+def _left_by_a_killed_write(path: Path) -> bool:
+    """A partial file (`.KEY.parquet.PID`) whose writer is gone: this runs after the database
+    lock is released, so a live writer's partial file may be in the folder too."""
+    name, _, pid = path.name.rpartition(".")
+    if not (path.name.startswith(".") and name.endswith(".parquet")):
+        return False
+    if not pid.isdigit():
+        return True
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # alive, another user's
+        return False
+    return False

@@ -169,9 +169,12 @@ def remove_edge_sets(store: GraphStore, run: str, run_idx: int, names: list[str]
     # A set's DEP rows are only written with its EdgeSet node, in one write (here), and
     # removed with it (here and remove_run): none exist without it, so a first write scans no
     # DEP rows (on 5 M of them the two counts below take ~1 s).
-    dropped = present and _count(store, f"MATCH (a:{_EVENTS})-[d:DEP]->() WHERE {mine} "
-                                 "RETURN count(*) AS n", params)  # fmt: skip
-    total = dropped and _count(store, "MATCH ()-[d:DEP]->() RETURN count(*) AS n", {})
+    dropped = total = 0
+    if present:
+        dropped = _count(store, f"MATCH (a:{_EVENTS})-[d:DEP]->() WHERE {mine} "
+                         "RETURN count(*) AS n", params)  # fmt: skip
+    if dropped:
+        total = _count(store, "MATCH ()-[d:DEP]->() RETURN count(*) AS n", {})
     if dropped and total - dropped < REBUILD_BELOW * dropped:
         kept = [
             (src, dst, store.run(

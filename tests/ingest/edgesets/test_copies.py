@@ -165,3 +165,21 @@ def test_a_copy_that_cannot_be_written_leaves_the_build_and_the_diff_whole(
         assert len(chakra.to_pylist()) == len(
             {(r["edge_set"], r["rank"]) for r in chakra.to_pylist()}
         )
+
+
+def test_remove_spares_a_live_writers_partial_file(tmp_path: Path) -> None:
+    """`remove` runs after the lock is released: another write may be writing its copy then.
+    A partial file of a process that is gone is removed; a live one's stays."""
+    import os
+    import subprocess
+
+    folder = tmp_path / "run" / copies.FOLDER
+    folder.mkdir(parents=True)
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    replaced, other = folder / "a.parquet", folder / "b.parquet"
+    dead, live = folder / f".c.parquet.{finished.pid}", folder / f".d.parquet.{os.getpid()}"
+    for path in (replaced, other, dead, live):
+        path.write_bytes(b"")
+    copies.remove(tmp_path / "run", {"a"})
+    assert sorted(p.name for p in folder.iterdir()) == sorted([other.name, live.name])
