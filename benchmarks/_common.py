@@ -33,6 +33,8 @@ CACHE = Path(os.environ.get("TRACEGRAPH_BENCH_CACHE", Path(tempfile.gettempdir()
 INGEST_CHILD = """
 import time
 t0 = time.perf_counter()
+from tracegraph.explorer.entry import choose_allocator
+choose_allocator()  # as the tracegraph command does, before pyarrow is imported
 import json, resource, sys
 from pathlib import Path
 
@@ -54,6 +56,8 @@ print(json.dumps({"import_s": t1 - t0, "work_s": t2 - t1, "cpu_s": c2 - c1, "cou
 IMPORT_CHILD = """
 import time
 t0 = time.perf_counter()
+from tracegraph.explorer.entry import choose_allocator
+choose_allocator()  # as the tracegraph command does, before pyarrow is imported
 import json
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 print(json.dumps({"import_s": time.perf_counter() - t0, "work_s": 0.0}))

@@ -24,6 +24,8 @@ from tracegraph.examples.synthetic import SyntheticConfig
 CHILD = """
 import json, sys, time
 from pathlib import Path
+from tracegraph.explorer.entry import choose_allocator
+choose_allocator()  # as the tracegraph command does, before pyarrow is imported
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 t = time.perf_counter()
 ingest([Path(p) for p in sys.argv[3:]], Path(sys.argv[1]), IngestOptions(run="bench",

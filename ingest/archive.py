@@ -131,7 +131,13 @@ def run_archive(db: Path, store: GraphStore, run_idx: int) -> Path | None:
 
 def write_rank(folder: Path, rank: int, rows: pa.Table) -> None:
     """A rank's source rows into an archive folder (the writer's, or a worker's share of it)."""
-    pq.write_table(rows, folder / f"rank-{rank}.parquet", compression="zstd")
+    # row groups of ARCHIVE_ROW_GROUP rows: the writer holds one group's pages at a time
+    pq.write_table(
+        rows, folder / f"rank-{rank}.parquet", compression="zstd", row_group_size=ARCHIVE_ROW_GROUP
+    )
+
+
+ARCHIVE_ROW_GROUP = 1 << 17
 
 
 def read_rank(folder: Path, rank: int, columns: list[str] | None = None) -> pa.Table | None:

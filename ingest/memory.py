@@ -1,15 +1,68 @@
 """Handing freed memory back to the system between the stages of an ingest.
 
-Arrow's allocator (mimalloc in the wheels) and glibc's heap both keep what was freed for reuse;
-on a large rank a stage that moves one copy of it into another (reading it back, sorting it)
-would leave the process resident at both copies for the rest of the ingest.
+An ingest moves a rank from one copy to the next (read back, sorted, cut into node tables,
+loaded into Kuzu); its peak is how many copies are resident at once. Allocators keep what was
+freed for reuse, so a copy already freed may still count. Within `returning_memory`, Arrow
+allocates from the C heap (not its mimalloc pool, whose pages freed on Arrow's compute threads
+stay with those threads), so that `release_freed` hands back what a stage freed; within
+`mapped_blocks` (Kuzu's COPYs), large blocks are mapped on their own and go back when freed.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pyarrow as pa
+
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+MAPPED_FROM = 1 << 20  # within `mapped_blocks`, blocks this large or larger are mapped apart
+# glibc raises its threshold as large blocks are freed, up to this: what it is after a while
+HEAP_UP_TO = 32 << 20
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim, libc.mallopt  # noqa: B018  (glibc: both exist)
+        return libc
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+@contextmanager
+def returning_memory() -> Iterator[None]:
+    """Within: Arrow allocates from the C heap (where the process's allocator was chosen before
+    pyarrow was imported, see `explorer.entry`, its own C++ code does too)."""
+    if _libc() is None:
+        yield
+        return
+    before = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        pa.set_memory_pool(before)
+
+
+@contextmanager
+def mapped_blocks() -> Iterator[None]:
+    """Within (on glibc): blocks of MAPPED_FROM bytes or more get mappings of their own, so a
+    block freed goes back to the system at once. Costly where blocks come and go quickly (a
+    fresh mapping is zeroed page by page): only for a stage whose peak matters."""
+    libc = _libc()
+    if libc is None:
+        yield
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, MAPPED_FROM)
+    try:
+        yield
+    finally:
+        libc.mallopt(_M_MMAP_THRESHOLD, HEAP_UP_TO)
+        libc.malloc_trim(0)
 
 
 def release_arrow() -> None:
@@ -20,7 +73,6 @@ def release_arrow() -> None:
 def release_freed() -> None:
     """Return the free pages of Arrow's memory pool and of the C heap to the system."""
     release_arrow()
-    try:
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):  # not glibc
-        pass
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)

@@ -28,6 +28,10 @@ def with_keys(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
     """The rank's events with `id`, `run` and `rank` columns added, sorted by (label, ts), so
     that each label's node table is a slice of it (no copy).
 
+    Every column has two chunks: the rows of node labels, then the rest (flows, syncs, events
+    of no label), allocated apart, so that node tables hold none of the rest once it is freed
+    (flow events alone are a third of the rows of a typical trace).
+
     Sorting moves one column at a time and drops the original as it goes: pass a table nothing
     else refers to, and peak memory stays near one copy of it.
     """
@@ -44,16 +48,45 @@ def with_keys(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
         events.select(["label", "ts", "ev_idx"]),
         sort_keys=[("label", "ascending"), ("ts", "ascending"), ("ev_idx", "ascending")],
     )
+    parts = _node_rows_first(events["label"], order)
     sorted_columns: dict[str, pa.ChunkedArray] = {}
     for name in events.column_names:
-        sorted_columns[name] = events[name].take(order)
+        column = events[name]
+        sorted_columns[name] = pa.chunked_array([_one_chunk(column.take(p)) for p in parts])
+        del column
         events = events.drop_columns([name])
         release_arrow()  # else the allocator keeps the moved column: two copies resident
-    rank_column = pa.repeat(pa.scalar(rank, pa.int64()), n)
-    sorted_columns["id"] = schema.event_key(run_idx, rank_column, sorted_columns["ev_idx"])
-    sorted_columns["run"] = pa.repeat(pa.scalar(run, pa.string()), n)
+    lengths = [len(p) for p in parts]
+    rank_column = _repeated(pa.scalar(rank, pa.int64()), lengths)
+    keys = zip(rank_column.chunks, sorted_columns["ev_idx"].chunks, strict=True)
+    # chunk by chunk: a compute function given chunked input returns one chunk
+    sorted_columns["id"] = pa.chunked_array(
+        [schema.event_key(run_idx, r, ev) for r, ev in keys], pa.int64()
+    )
+    sorted_columns["run"] = _repeated(pa.scalar(run, pa.string()), lengths)
     sorted_columns["rank"] = rank_column
     return pa.table(sorted_columns)
+
+
+def _node_rows_first(labels: pa.ChunkedArray, order: pa.Array) -> list[pa.Array]:
+    """`order` cut in two: the rows of node labels (which sort first), then the rest."""
+    is_node = pc.is_in(labels, pa.array(EVENT_LABEL_VALUES)).take(order)
+    count = pc.sum(is_node).as_py() or 0
+    # node labels are capitalised, the others (flow, sync) not, and nulls sort last
+    assert count == 0 or pc.all(is_node.slice(0, count)).as_py(), "node labels do not sort first"
+    return [order.slice(0, count), order.slice(count)]
+
+
+EVENT_LABEL_VALUES = list(schema.EVENT_LABELS)
+
+
+def _one_chunk(column: pa.ChunkedArray) -> pa.Array:
+    """The column as one array (no copy where it is one chunk already)."""
+    return column.chunk(0) if column.num_chunks == 1 else column.combine_chunks()
+
+
+def _repeated(value: pa.Scalar, lengths: list[int]) -> pa.ChunkedArray:
+    return pa.chunked_array([pa.repeat(value, n) for n in lengths], value.type)
 
 
 def node_tables(events: pa.Table) -> dict[str, pa.Table]:

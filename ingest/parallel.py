@@ -21,6 +21,7 @@ process, and a failure or interrupt terminates them at once.
 from __future__ import annotations
 
 import ctypes
+import functools
 import multiprocessing
 import pickle
 import signal
@@ -38,6 +39,7 @@ import pyarrow as pa
 
 from .archive import is_partial_of, write_rank
 from .errors import IngestError, TraceFormatError
+from .memory import returning_memory
 from .parse import ParseOptions
 from .prepare import PreparedRank, prepare_rank
 from .read import STREAM_BYTES, file_traces, not_a_trace, rank_traces
@@ -86,23 +88,33 @@ def prepare_file(
     run's partial archive `archive_dir` (the folder whose writer's token is `archive_token`:
     this machine, or a disk shared with it), it writes each rank's archive rows there rather
     than send them back."""
+    with returning_memory():
+        return _prepare_file(path, in_folder, options, run, run_idx, archive_dir, archive_token)
+
+
+def _prepare_file(
+    path: Path,
+    in_folder: bool,
+    options: ParseOptions,
+    run: str,
+    run_idx: int,
+    archive_dir: Path | None,
+    archive_token: str | None,
+) -> FileOutcome:
     started = time.perf_counter()
-    writes_archive = archive_dir is not None and is_partial_of(archive_dir, archive_token or "")
+    keep_archive = None
+    if archive_dir is not None and is_partial_of(archive_dir, archive_token or ""):
+        keep_archive = functools.partial(write_rank, archive_dir)
     limit = STREAM_BYTES if options.stream_bytes is None else options.stream_bytes
     traces = rank_traces(path, options)
     ranks: list[bytes] = []
     try:
         for trace in traces:
-            if ranks and _json_size(path) > limit:
+            if ranks and json_size(path) > limit:
                 return FileOutcome([], too_many=True)
             held = [trace]
             del trace  # prepare_rank holds the only reference: the rank is not held twice
-            prepared = prepare_rank(held.pop(), run, run_idx)
-            if writes_archive:
-                assert archive_dir is not None
-                write_rank(archive_dir, prepared.rank, prepared.archive_rows)
-                empty = prepared.archive_rows.schema.empty_table()
-                prepared = replace(prepared, archive_rows=empty, archived=True)
+            prepared = prepare_rank(held.pop(), run, run_idx, keep_archive)
             ranks.append(_pack(prepared))
             del prepared
     except TraceFormatError:
@@ -163,7 +175,7 @@ def _unpack(packed: bytes) -> PreparedRank:
     )
 
 
-def _json_size(path: Path) -> int:
+def json_size(path: Path) -> int:
     """The file's size, or for a gzipped one a lower bound of its JSON (4 × its size)."""
     with open(path, "rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"

@@ -14,7 +14,8 @@ import pyarrow as pa
 
 from . import archive, collectives, schema
 from .errors import IngestError, TraceFormatError
-from .parallel import FilePool, FileWork, ProcessFilePool, prepare_in_parallel
+from .memory import mapped_blocks, release_freed, returning_memory
+from .parallel import FilePool, FileWork, ProcessFilePool, json_size, prepare_in_parallel
 from .parse import DROP_REASONS, ParseOptions, RankTrace
 from .prepare import PreparedRank, RankSummary, prepare_rank
 from .read import file_traces, sweep_spills
@@ -119,7 +120,15 @@ def ingest(
     A folder gives the trace files in it (in its subfolders too with `options.recursive`); one
     of those that is JSON but no trace (e.g. a run's metadata) is skipped and listed in the
     result's `skipped`. A file named itself must be a trace, and each folder must give one.
+    Large blocks freed from here on go back to the system at once (`memory.returning_memory`).
     """
+    with returning_memory():
+        return _ingest(list(paths), db, options, progress)
+
+
+def _ingest(
+    paths: list[Path], db: Path, options: IngestOptions, progress: Progress | None
+) -> IngestResult:
     paths = list(paths)
     found = _sources(paths, options.recursive)
     report = progress or (lambda stage, done, total: None)
@@ -144,6 +153,8 @@ def ingest(
                 replaced = run_folder_of(db, store, run)
                 remove_run(store, run)  # the new run takes its place in the same write
             run_idx = _claim_run(store, run, db)
+            if _json_bytes(found) >= PAUSE_FROM_BYTES:
+                store.commit_and_pause()  # reopened by the first load: closed while ranks parse
             # The edge-set builders' inputs, archived with the run: no later command reads the
             # traces again.
             writer = archive.ArchiveWriter(db, run_idx)
@@ -155,7 +166,7 @@ def ingest(
                 )
             else:
                 traces = _rank_traces(found, parse_options, report, seen)
-                prepared = _prepared(traces, run, run_idx)
+                prepared = _prepared(traces, run, run_idx, writer.add)
             result = _load(store, _archived(prepared, writer), run, run_idx, files, ingested_at)
             writer.finish(ingested_at)  # in place before the database that names it
     except BaseException:
@@ -186,7 +197,23 @@ def _pool(
     return ProcessFilePool(jobs, *archive) if jobs > 1 else None
 
 
+# From this much JSON on, the database is closed while the first ranks are prepared: an open
+# Kuzu database holds ~40-90 MiB, which then adds to the peak; below, reopening costs more.
+PAUSE_FROM_BYTES = 64 << 20
+
 AUTO_JOBS_BYTES = 64 << 20  # below this much trace data, starting workers costs more than it saves
+
+
+def _json_bytes(found: list[_Source]) -> int:
+    """About how much JSON the files hold (a file that cannot be read counts none: its parse
+    says why)."""
+    total = 0
+    for source in found:
+        try:
+            total += json_size(source.path)
+        except OSError:
+            pass
+    return total
 
 
 def _jobs(asked: int | None, found: list[_Source]) -> int:
@@ -221,12 +248,15 @@ def _dropped_events(ranks: Iterable[RankSummary]) -> Iterator[tuple[str, str]]:
 
 
 def _prepared(
-    traces: Iterable[RankTrace], run: str, run_idx: int
+    traces: Iterable[RankTrace],
+    run: str,
+    run_idx: int,
+    keep_archive: Callable[[int, pa.Table], None],
 ) -> Generator[PreparedRank, None, None]:
     for trace in traces:
         held = [trace]
         del trace  # prepare_rank holds the only reference: each rank is freed as it goes
-        yield prepare_rank(held.pop(), run, run_idx)
+        yield prepare_rank(held.pop(), run, run_idx, keep_archive)
 
 
 def _archived(
@@ -375,14 +405,17 @@ class _Batch:
         `GraphStore.commit_and_continue`)."""
         if not self.rows:
             return
-        for label, tables in self.nodes.items():
-            if any(t.num_rows for t in tables):
-                self.store.copy(label, _concat(tables))
-            tables.clear()
-        for label, tables in self.edges.items():
-            if any(t.num_rows for t in tables):
-                self.store.copy_edges(label, _concat(tables))
-            tables.clear()
+        release_freed()  # what preparing the ranks freed, before Kuzu's COPYs need memory
+        self.store.resume()
+        with mapped_blocks():  # what a COPY frees goes back before the next one
+            for label, tables in self.nodes.items():
+                if any(t.num_rows for t in tables):
+                    self.store.copy(label, _concat(tables))
+                tables.clear()
+            for label, tables in self.edges.items():
+                if any(t.num_rows for t in tables):
+                    self.store.copy_edges(label, _concat(tables))
+                tables.clear()
         self.rows = 0
         self.buffers.clear()
         if not last:

@@ -8,6 +8,7 @@ prepared in parallel and loaded in one transaction afterwards (`pipeline`).
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
@@ -46,9 +47,22 @@ class PreparedRank:
     archived: bool = False  # archive_rows are already in the run's archive (a worker wrote them)
 
 
-def prepare_rank(trace: RankTrace, run: str, run_idx: int) -> PreparedRank:
-    """The rank's tables; `trace` is not used afterwards (its events are handed over)."""
+def prepare_rank(
+    trace: RankTrace,
+    run: str,
+    run_idx: int,
+    keep_archive: Callable[[int, pa.Table], None] | None = None,
+) -> PreparedRank:
+    """The rank's tables; `trace` is not used afterwards (its events are handed over).
+
+    `keep_archive(rank, rows)`, where given, writes the archive rows at once (they are then
+    not in the result, which says `archived`): they are not held while the events are sorted.
+    """
     archive_rows = frame_source(trace).rows
+    if keep_archive is not None:
+        keep_archive(trace.rank, archive_rows)
+        archive_rows = archive_rows.schema.empty_table()
+        release_freed()  # the rows written
     # hand the event table over so that with_keys holds the only reference to it
     handover = [trace.events]
     # an empty table, not a zero-row slice: a slice keeps its parent's buffers alive
@@ -70,17 +84,23 @@ def prepare_rank(trace: RankTrace, run: str, run_idx: int) -> PreparedRank:
         RankSummary(trace.rank, trace.file, counts, dict(trace.dropped)),
         _rank_row(trace, run, run_idx, events, counts),
         archive_rows,
+        archived=keep_archive is not None,
     )
 
 
 def _rank_edges(events: pa.Table) -> dict[str, pa.Table]:
     """The structural edges of one rank, each with from_label/to_label columns."""
-    return {
-        "CALLS": link.call_edges(events),
-        "LAUNCHES": _labelled(link.launch_edges(events), "Runtime", "Kernel"),
-        "NEXT_ON_STREAM": _labelled(link.stream_edges(events), "Kernel", "Kernel"),
-        "SYNCS": syncs.sync_edges(events),
+    builders: dict[str, Callable[[pa.Table], pa.Table]] = {
+        "CALLS": link.call_edges,
+        "LAUNCHES": lambda e: _labelled(link.launch_edges(e), "Runtime", "Kernel"),
+        "NEXT_ON_STREAM": lambda e: _labelled(link.stream_edges(e), "Kernel", "Kernel"),
+        "SYNCS": syncs.sync_edges,
     }
+    edges: dict[str, pa.Table] = {}
+    for label, build in builders.items():
+        edges[label] = build(events)
+        release_freed()  # the work arrays of the step (numpy's come from the C heap)
+    return edges
 
 
 def _labelled(edges: pa.Table, src: str, dst: str) -> pa.Table:

@@ -63,6 +63,7 @@ class GraphStore:
             raise IngestError(f"{self.path}: cannot open database ({_short(exc)})") from exc
         self._conn = kuzu.Connection(self._db)
         self.swapped = False  # a staging copy: set once it has replaced the database
+        self.paused = False  # closed by `commit_and_pause` until `resume`
         if timeout_ms:
             self._conn.set_query_timeout(timeout_ms)
 
@@ -118,6 +119,31 @@ class GraphStore:
 
     def commit(self) -> None:
         self._conn.execute("COMMIT")
+
+    def commit_and_pause(self) -> None:
+        """Commit what the open transaction holds and close the database until `resume`: while
+        an ingest prepares ranks, Kuzu holds no memory. Only for a staging copy (see
+        `commit_and_continue`)."""
+        try:
+            self._conn.execute("COMMIT")
+            self._conn.close()
+            self._db.close()
+        except RuntimeError as exc:
+            raise IngestError(f"{self.path}: writing the database failed ({_short(exc)})") from exc
+        self.paused = True
+        release_freed()  # what Kuzu freed
+
+    def resume(self) -> None:
+        """Reopen the database `commit_and_pause` closed, in a new transaction (no-op if open)."""
+        if not self.paused:
+            return
+        try:
+            self._db = kuzu.Database(str(self.path), read_only=False, buffer_pool_size=0)
+            self._conn = kuzu.Connection(self._db)
+            self._conn.execute("BEGIN TRANSACTION")
+        except RuntimeError as exc:
+            raise IngestError(f"{self.path}: writing the database failed ({_short(exc)})") from exc
+        self.paused = False
 
     def commit_and_continue(self) -> None:
         """Commit what the open transaction holds and begin another on the database reopened.

@@ -449,3 +449,40 @@ def test_a_batch_counts_the_memory_it_holds_once(tmp_path: Path) -> None:
     freed = held - pa.total_allocated_bytes()
     assert abs(counted - freed) <= 0.05 * freed
     assert per_table > 2 * freed
+
+
+def test_an_ingest_that_closes_the_database_while_ranks_are_prepared_loads_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From PAUSE_FROM_BYTES of JSON on, the staging database is committed and closed while
+    the first ranks are prepared: the run it loads is the same, and a failure after the pause
+    still leaves the database as it was."""
+    from tracegraph.ingest import pipeline
+
+    files = write_per_rank(SyntheticConfig(ranks=3, steps=2, layers=3), tmp_path / "traces")
+    open_db, paused_db = tmp_path / "open.kuzu", tmp_path / "paused.kuzu"
+    ingest(files, open_db, IngestOptions(run="r"))
+    monkeypatch.setattr(pipeline, "PAUSE_FROM_BYTES", 0)
+    pauses: list[Path] = []
+    pause = GraphStore.commit_and_pause
+
+    def counted(store: GraphStore) -> None:
+        pauses.append(store.path)
+        pause(store)
+
+    monkeypatch.setattr(GraphStore, "commit_and_pause", counted)
+    paused = ingest(files, paused_db, IngestOptions(run="r", jobs=1))
+    assert len(pauses) == 1
+    with GraphStore(open_db) as a, GraphStore(paused_db) as b:
+        assert label_counts(a) == label_counts(b)
+        assert sum(label_counts(b).values()) > 0
+    assert paused.edges["CALLS"] > 0
+
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"traceEvents": [{"ph": "X", "ts": "x"}]}')
+    before = paused_db.read_bytes()
+    with pytest.raises(TraceFormatError):
+        ingest([*files, bad], paused_db, IngestOptions(run="r2", jobs=1))
+    assert paused_db.read_bytes() == before
+    leftovers = [*tmp_path.iterdir(), *paused_db.with_name("paused.kuzu.archive").iterdir()]
+    assert [p.name for p in leftovers if p.name.startswith(".")] == []  # staging, spill, partial

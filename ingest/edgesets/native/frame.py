@@ -368,25 +368,36 @@ def _hta_stream(rows: pa.Table, args_at: Callable[[np.ndarray], pa.ChunkedArray]
     stream = _ints(rows, "stream")
     # Only rows where tracegraph found a stream can differ (stream_id, or a non-decimal text).
     suspect = np.nonzero(stream != -1)[0]
-    args = pc.fill_null(args_at(suspect), "")
+    # a slice at a time: a kernel's args are long, and all of them at once are a large copy
+    for start in range(0, len(suspect), ARGS_AT_A_TIME):
+        _read_odd_streams(stream, suspect[start : start + ARGS_AT_A_TIME], args_at)
+    return stream
+
+
+ARGS_AT_A_TIME = 1 << 15
+
+
+def _read_odd_streams(
+    stream: np.ndarray, at: np.ndarray, args_at: Callable[[np.ndarray], pa.ChunkedArray]
+) -> None:
+    """Where the args of rows `at` give the stream otherwise than tracegraph read it (a
+    `stream_id`, or a text), set `stream` as HTA reads it."""
+    args = pc.fill_null(args_at(at), "")
     odd = _mask(pc.match_substring(args, '"stream_id"')) | _mask(
         pc.match_substring_regex(args, r'"stream"\s*:\s*"')
     )
-    has_id = np.zeros(len(stream), bool)
-    has_id[suspect[odd]] = True
-    if not has_id.any():
-        return stream
+    if not odd.any():
+        return
     import msgspec
 
     odd_args = args.filter(pa.array(odd))
-    for i, text in zip(suspect[odd], odd_args.to_pylist(), strict=True):
+    for i, text in zip(at[odd], odd_args.to_pylist(), strict=True):
         parsed = msgspec.json.decode(text or "{}")
         value = parsed.get("stream", -1) if isinstance(parsed, dict) else -1
         try:
             stream[i] = int(value)
         except (TypeError, ValueError):
             stream[i] = -1
-    return stream
 
 
 def _last_of_each(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

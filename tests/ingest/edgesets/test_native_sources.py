@@ -7,11 +7,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.explorer.cli import main
+from tracegraph.ingest import read
+from tracegraph.ingest.edgesets.native import frame
 from tracegraph.ingest.pipeline import IngestOptions, ingest
+
+from ...conftest import needs_traces, trace
 
 CONFIG = SyntheticConfig(ranks=1, steps=2, layers=2)
 
@@ -131,3 +136,16 @@ def test_hta_edges_build_from_the_archive_when_the_traces_are_gone(
     traces.rename(tmp_path / "moved")
     merged.unlink()
     assert {run: edges(run) for run in ("per_rank", "merged")} == before
+
+
+@needs_traces
+def test_hta_streams_read_a_slice_of_args_at_a_time_equal_those_read_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # ROCm writes some streams as text ("0x0"): HTA reads those as -1, unlike tracegraph
+    rank = next(read.rank_traces(trace("hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz")))
+    at_once = frame.frame_source(rank).rows
+    differ = pc.not_equal(pc.fill_null(at_once["stream"], -1), at_once["hta_stream"])
+    assert pc.sum(differ).as_py() > 0  # rows whose args HTA reads otherwise
+    monkeypatch.setattr(frame, "ARGS_AT_A_TIME", 3)
+    assert frame.frame_source(rank).rows.equals(at_once)
