@@ -401,8 +401,8 @@ class _Batch:
                         self.buffers[buffer.address] = buffer.size
 
     def flush(self, last: bool = False) -> None:
-        """Load the batch; unless it is the `last`, commit and start afresh (see
-        `GraphStore.commit_and_continue`)."""
+        """Load the batch; unless it is the `last`, commit and close the database until the
+        next (see `GraphStore.commit_and_pause`)."""
         if not self.rows:
             return
         release_freed()  # what preparing the ranks freed, before Kuzu's COPYs need memory
@@ -419,7 +419,7 @@ class _Batch:
         self.rows = 0
         self.buffers.clear()
         if not last:
-            self.store.commit_and_continue()
+            self.store.commit_and_pause()
 
 
 def _concat(tables: list[pa.Table]) -> pa.Table:

@@ -79,6 +79,7 @@ class GraphStore:
             raise QueryError(f"unknown parameter(s) {unknown}; the query uses {sorted(used)}")
         if missing:
             raise QueryError(f"missing parameter(s) {missing}")
+        self.resume()
         start = time.perf_counter()
         try:
             result = self._conn.execute(cypher, params)
@@ -97,6 +98,7 @@ class GraphStore:
         if data.num_rows == 0:
             return
         options = f" (from='{pair[0]}', to='{pair[1]}')" if pair else ""
+        self.resume()
         try:
             self._conn.execute(f"COPY {label} FROM $data{options}", {"data": data})
         except RuntimeError as exc:
@@ -118,12 +120,18 @@ class GraphStore:
         self._conn.execute("BEGIN TRANSACTION")
 
     def commit(self) -> None:
-        self._conn.execute("COMMIT")
+        if not self.paused:  # paused: all is committed
+            self._conn.execute("COMMIT")
 
     def commit_and_pause(self) -> None:
-        """Commit what the open transaction holds and close the database until `resume`: while
-        an ingest prepares ranks, Kuzu holds no memory. Only for a staging copy (see
-        `commit_and_continue`)."""
+        """Commit what the open transaction holds and close the database until `resume` (which
+        a query or COPY calls itself). Only for a staging copy, whose swap (not the commit)
+        makes the write atomic.
+
+        A transaction keeps its rows in memory until it commits, a connection keeps every Arrow
+        table it was given for a COPY until it closes, and what Kuzu holds for an open database
+        grows with it (Kuzu 0.11.3): an ingest that pauses between batches holds one batch, not
+        the whole run, and while it prepares ranks, Kuzu holds nothing."""
         try:
             self._conn.execute("COMMIT")
             self._conn.close()
@@ -145,25 +153,8 @@ class GraphStore:
             raise IngestError(f"{self.path}: writing the database failed ({_short(exc)})") from exc
         self.paused = False
 
-    def commit_and_continue(self) -> None:
-        """Commit what the open transaction holds and begin another on the database reopened.
-
-        A transaction keeps its rows in memory until it commits, and a connection keeps every
-        Arrow table it was given for a COPY until it closes (Kuzu 0.11.3): an ingest that does
-        this between batches holds one batch, not the whole run. Only for a staging copy,
-        whose swap (not the commit) makes the write atomic."""
-        try:
-            self._conn.execute("COMMIT")
-            self._conn.close()
-            self._db.close()  # what Kuzu holds for an open database grows with it: start afresh
-            release_freed()  # what Kuzu freed: else resident memory grows with the database
-            self._db = kuzu.Database(str(self.path), read_only=False, buffer_pool_size=0)
-            self._conn = kuzu.Connection(self._db)
-            self._conn.execute("BEGIN TRANSACTION")
-        except RuntimeError as exc:
-            raise IngestError(f"{self.path}: writing the database failed ({_short(exc)})") from exc
-
     def create_schema(self) -> None:
+        self.resume()
         for statement in schema.ddl():
             self._conn.execute(statement)
 
@@ -171,11 +162,13 @@ class GraphStore:
         """Drop relationship table `label` and create it empty (in the open write): far cheaper
         than deleting most of its rows, which Kuzu 0.11.3 does at ~7 µs a row."""
         statement = next(s for s in schema.ddl() if f"REL TABLE IF NOT EXISTS {label}(" in s)
+        self.resume()
         self._conn.execute(f"DROP TABLE {label}")
         self._conn.execute(statement)
 
     def interrupt(self) -> None:
-        self._conn.interrupt()
+        if not self.paused:  # paused: nothing runs
+            self._conn.interrupt()
 
     def close(self) -> None:
         self._conn.close()

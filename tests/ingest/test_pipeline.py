@@ -486,3 +486,30 @@ def test_an_ingest_that_closes_the_database_while_ranks_are_prepared_loads_the_s
     assert paused_db.read_bytes() == before
     leftovers = [*tmp_path.iterdir(), *paused_db.with_name("paused.kuzu.archive").iterdir()]
     assert [p.name for p in leftovers if p.name.startswith(".")] == []  # staging, spill, partial
+
+
+def test_ranks_loaded_a_batch_each_give_the_run_of_one_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each batch is committed and the database closed until the next: the collectives and
+    run rows loaded after the last batch reopen it."""
+    from tracegraph.ingest import pipeline
+
+    config = SyntheticConfig(ranks=3, steps=2, layers=3)
+    files = write_per_rank(config, tmp_path / "traces")
+    whole, batched = tmp_path / "whole.kuzu", tmp_path / "batched.kuzu"
+    ingest(files, whole, IngestOptions(run="r", jobs=1))
+    pauses: list[Path] = []
+    pause = GraphStore.commit_and_pause
+
+    def counted(store: GraphStore) -> None:
+        pauses.append(store.path)
+        pause(store)
+
+    monkeypatch.setattr(GraphStore, "commit_and_pause", counted)
+    monkeypatch.setattr(pipeline, "BATCH_ROWS", 1)  # a batch per rank
+    ingest(files, batched, IngestOptions(run="r", jobs=1))
+    assert len(pauses) == config.ranks
+    with GraphStore(whole) as a, GraphStore(batched) as b:
+        assert label_counts(a) == label_counts(b)
+        assert scalar(b, "MATCH (c:Collective) RETURN count(*)") > 0
