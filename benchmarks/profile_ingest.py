@@ -31,6 +31,7 @@ from typing import Any
 
 from _common import CONTROL, median, print_table, raw_json_bytes
 
+from tracegraph.explorer.entry import ALLOCATOR_VARIABLE
 from tracegraph.ingest import collectives, link, nodes, parse, pipeline, store, syncs
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
@@ -57,6 +58,8 @@ SEAMS: list[tuple[ModuleType | type, str, str]] = [
     (store.GraphStore, "create_schema", "kuzu/schema"),
     (store.GraphStore, "copy", "kuzu/COPY"),
     (store.GraphStore, "commit", "kuzu/commit"),
+    (store.GraphStore, "commit_and_pause", "kuzu/commit a batch"),
+    (store.GraphStore, "resume", "kuzu/reopen"),
     (store.GraphStore, "close", "kuzu/close (checkpoint)"),
 ]
 
@@ -232,6 +235,9 @@ def cprofile_top(paths: Sequence[Path], top: int) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if ALLOCATOR_VARIABLE not in os.environ:  # as the tracegraph command: chosen before pyarrow
+        env = {**os.environ, ALLOCATOR_VARIABLE: "system"}
+        os.execve(sys.executable, [sys.executable, *sys.argv], env)
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("trace", type=Path, nargs="*", help="trace files, ingested as one run")
     p.add_argument("--repeat", type=int, default=3)

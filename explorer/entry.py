@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-ALLOCATOR_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
+ALLOCATOR_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"  # as `ingest.memory` (which imports pyarrow)
 
 
 def choose_allocator() -> None:

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pyarrow as pa
 
+ALLOCATOR_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"  # read by Arrow when pyarrow is imported
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 MAPPED_FROM = 1 << 20  # within `mapped_blocks`, blocks this large or larger are mapped apart
 # glibc raises its threshold as large blocks are freed, up to this: what it is after a while
@@ -33,28 +36,46 @@ def _libc() -> ctypes.CDLL | None:
         return None
 
 
+_switch = threading.Lock()
+_within = 0  # ingests within `returning_memory` now (threads of one process)
+_before: pa.MemoryPool | None = None
+
+
 @contextmanager
 def returning_memory() -> Iterator[None]:
-    """Within: Arrow allocates from the C heap (where the process's allocator was chosen before
-    pyarrow was imported, see `explorer.entry`, its own C++ code does too)."""
-    if _libc() is None:
+    """Within: pyarrow's calls allocate from the C heap, unless ARROW_DEFAULT_MEMORY_POOL names
+    the allocator (the `tracegraph` command sets it to the C heap's, `explorer.entry`, before
+    pyarrow is imported: only then does Arrow's own C++ code use it too). The pool in use before
+    comes back when the last ingest of the process leaves."""
+    if _libc() is None or ALLOCATOR_VARIABLE in os.environ:
         yield
         return
-    before = pa.default_memory_pool()
-    pa.set_memory_pool(pa.system_memory_pool())
+    global _within, _before
+    with _switch:
+        if _within == 0:
+            _before = pa.default_memory_pool()
+            pa.set_memory_pool(pa.system_memory_pool())
+        _within += 1
     try:
         yield
     finally:
-        pa.set_memory_pool(before)
+        with _switch:
+            _within -= 1
+            if _within == 0 and _before is not None:
+                pa.set_memory_pool(_before)
+                _before = None
 
 
 @contextmanager
 def mapped_blocks() -> Iterator[None]:
     """Within (on glibc): blocks of MAPPED_FROM bytes or more get mappings of their own, so a
     block freed goes back to the system at once. Costly where blocks come and go quickly (a
-    fresh mapping is zeroed page by page): only for a stage whose peak matters."""
+    fresh mapping is zeroed page by page): only for a stage whose peak matters.
+
+    After it, glibc's threshold stays at HEAP_UP_TO (the ceiling its own rule raises it to) for
+    the rest of the process. Where MALLOC_MMAP_THRESHOLD_ is set, glibc does as it says."""
     libc = _libc()
-    if libc is None:
+    if libc is None or "MALLOC_MMAP_THRESHOLD_" in os.environ:
         yield
         return
     libc.mallopt(_M_MMAP_THRESHOLD, MAPPED_FROM)
@@ -72,7 +93,7 @@ def release_arrow() -> None:
 
 def release_freed() -> None:
     """Return the free pages of Arrow's memory pool and of the C heap to the system."""
-    release_arrow()
+    release_arrow()  # from the C heap, this trims it already
     libc = _libc()
-    if libc is not None:
+    if libc is not None and pa.default_memory_pool().backend_name != "system":
         libc.malloc_trim(0)

@@ -72,8 +72,10 @@ def _node_rows_first(labels: pa.ChunkedArray, order: pa.Array) -> list[pa.Array]
     """`order` cut in two: the rows of node labels (which sort first), then the rest."""
     is_node = pc.is_in(labels, pa.array(EVENT_LABEL_VALUES)).take(order)
     count = pc.sum(is_node).as_py() or 0
-    # node labels are capitalised, the others (flow, sync) not, and nulls sort last
-    assert count == 0 or pc.all(is_node.slice(0, count)).as_py(), "node labels do not sort first"
+    # node labels are capitalised, the others (flow, sync) not, and nulls sort last; a label
+    # that sorted among them would cost memory, not correctness: then one part
+    if count and not pc.all(is_node.slice(0, count)).as_py():
+        count = len(order)
     return [order.slice(0, count), order.slice(count)]
 
 
@@ -106,4 +108,6 @@ def label_slice(events: pa.Table, label: str) -> pa.Table:
     labels = events["label"]
     start = pc.sum(pc.less(labels, label)).as_py() or 0
     count = pc.sum(pc.equal(labels, label)).as_py() or 0
+    if not count:  # a zero-row slice at a chunk's edge would keep the next chunk alive
+        return events.schema.empty_table()
     return events.slice(start, count)

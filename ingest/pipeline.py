@@ -120,7 +120,7 @@ def ingest(
     A folder gives the trace files in it (in its subfolders too with `options.recursive`); one
     of those that is JSON but no trace (e.g. a run's metadata) is skipped and listed in the
     result's `skipped`. A file named itself must be a trace, and each folder must give one.
-    Large blocks freed from here on go back to the system at once (`memory.returning_memory`).
+    What each stage frees goes back to the system before the next (`memory`).
     """
     with returning_memory():
         return _ingest(list(paths), db, options, progress)
@@ -129,7 +129,6 @@ def ingest(
 def _ingest(
     paths: list[Path], db: Path, options: IngestOptions, progress: Progress | None
 ) -> IngestResult:
-    paths = list(paths)
     found = _sources(paths, options.recursive)
     report = progress or (lambda stage, done, total: None)
     run = options.run or _default_run_name(paths, [s.path for s in found])

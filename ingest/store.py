@@ -64,6 +64,7 @@ class GraphStore:
         self._conn = kuzu.Connection(self._db)
         self.swapped = False  # a staging copy: set once it has replaced the database
         self.paused = False  # closed by `commit_and_pause` until `resume`
+        self._timeout_ms = timeout_ms
         if timeout_ms:
             self._conn.set_query_timeout(timeout_ms)
 
@@ -132,6 +133,8 @@ class GraphStore:
         table it was given for a COPY until it closes, and what Kuzu holds for an open database
         grows with it (Kuzu 0.11.3): an ingest that pauses between batches holds one batch, not
         the whole run, and while it prepares ranks, Kuzu holds nothing."""
+        if self.paused:
+            return
         try:
             self._conn.execute("COMMIT")
             self._conn.close()
@@ -148,6 +151,8 @@ class GraphStore:
         try:
             self._db = kuzu.Database(str(self.path), read_only=False, buffer_pool_size=0)
             self._conn = kuzu.Connection(self._db)
+            if self._timeout_ms:
+                self._conn.set_query_timeout(self._timeout_ms)
             self._conn.execute("BEGIN TRANSACTION")
         except RuntimeError as exc:
             raise IngestError(f"{self.path}: writing the database failed ({_short(exc)})") from exc

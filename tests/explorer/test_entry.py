@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tracegraph.explorer.entry import ALLOCATOR_VARIABLE
+from tracegraph.ingest import memory
 
 REPO = Path(__file__).resolve().parents[2]
 BACKEND = (
@@ -43,3 +44,19 @@ def _mimalloc_probe() -> str:
     probe = "import pyarrow as pa; pa.mimalloc_memory_pool(); print('mimalloc')"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
     return done.stdout
+
+
+def test_the_entry_chooses_before_the_cli_imports_pyarrow() -> None:
+    env = {k: v for k, v in os.environ.items() if k != ALLOCATOR_VARIABLE}
+    probe = (
+        "from tracegraph.explorer.entry import main; main(['queries']); "
+        "import pyarrow as pa; print(pa.default_memory_pool().backend_name)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == "system"
+
+
+def test_the_entry_and_the_ingest_name_one_variable() -> None:
+    assert memory.ALLOCATOR_VARIABLE == ALLOCATOR_VARIABLE

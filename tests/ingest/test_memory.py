@@ -4,11 +4,18 @@ within a load, a large block freed goes back to the system at once."""
 from __future__ import annotations
 
 import ctypes.util
+import os
+import subprocess
+import sys
 
 import pyarrow as pa
 import pytest
 
-from tracegraph.ingest.memory import mapped_blocks, release_freed, returning_memory
+from tracegraph.ingest.memory import (
+    ALLOCATOR_VARIABLE,
+    release_freed,
+    returning_memory,
+)
 
 glibc = pytest.mark.skipif(
     ctypes.util.find_library("c") is None or not hasattr(ctypes.CDLL("libc.so.6"), "mallopt"),
@@ -17,7 +24,10 @@ glibc = pytest.mark.skipif(
 
 
 @glibc
-def test_returning_memory_allocates_from_the_c_heap_and_restores_the_pool() -> None:
+def test_returning_memory_allocates_from_the_c_heap_and_restores_the_pool(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
     before = pa.default_memory_pool().backend_name
     with returning_memory():
         assert pa.default_memory_pool().backend_name == "system"
@@ -29,7 +39,8 @@ def test_returning_memory_allocates_from_the_c_heap_and_restores_the_pool() -> N
 
 
 @glibc
-def test_the_caller_gets_its_pool_back_after_an_error() -> None:
+def test_the_caller_gets_its_pool_back_after_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
     before = pa.default_memory_pool().backend_name
     with pytest.raises(KeyError), returning_memory():
         raise KeyError("x")
@@ -37,20 +48,66 @@ def test_the_caller_gets_its_pool_back_after_an_error() -> None:
 
 
 @glibc
+def test_the_pool_comes_back_when_the_last_of_two_overlapping_ingests_leaves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
+    before = pa.default_memory_pool().backend_name
+    first, second = returning_memory(), returning_memory()
+    first.__enter__()
+    second.__enter__()
+    first.__exit__(None, None, None)  # the first to start leaves first: the second is still in
+    assert pa.default_memory_pool().backend_name == "system"
+    second.__exit__(None, None, None)
+    assert pa.default_memory_pool().backend_name == before
+
+
+@glibc
+def test_an_allocator_the_environment_names_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(ALLOCATOR_VARIABLE, "mimalloc")
+    before = pa.default_memory_pool().backend_name
+    if before == "system":
+        pytest.skip("pyarrow here allocates from the C heap already")
+    with returning_memory():
+        assert pa.default_memory_pool().backend_name == before
+
+
+# In a process of its own: in the test run's, other threads' allocations move its RSS.
+FREED_MIB = """
+import sys
+import numpy as np
+from contextlib import nullcontext
+from tracegraph.ingest.memory import mapped_blocks
+
+def resident():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * 4096
+
+risen = np.ones(16 << 20, np.uint8)  # a large mapped block freed: glibc's threshold rises
+del risen
+with mapped_blocks() if sys.argv[1] == "mapped" else nullcontext():
+    blocks, pins = [], []
+    for _ in range(16):
+        blocks.append(np.ones(4 << 20, np.uint8))  # 4 MiB, touched
+        pins.append(b"x" * (128 << 10))  # kept: the blocks are not the heap's top
+    held = resident()
+    del blocks
+    print((held - resident()) >> 20)
+"""
+
+
+@glibc
 def test_blocks_freed_within_mapped_blocks_leave_the_process_at_once() -> None:
     """Blocks of a few MiB between others still held: from the heap (as glibc serves them once
     its threshold has risen) they stay resident when freed; within mapped_blocks they go."""
-    import numpy as np
 
-    def resident() -> int:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * 4096
+    def freed_mib(mode: str) -> int:
+        env = {k: v for k, v in os.environ.items() if k != "MALLOC_MMAP_THRESHOLD_"}
+        done = subprocess.run(
+            [sys.executable, "-c", FREED_MIB, mode], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return int(done.stdout)
 
-    with mapped_blocks():
-        blocks, pins = [], []
-        for _ in range(16):
-            blocks.append(np.ones(4 << 20, np.uint8))  # 4 MiB, touched
-            pins.append(b"x" * (128 << 10))  # kept: the blocks are not the heap's top
-        held = resident()
-        del blocks
-        assert held - resident() >= 60 << 20
+    assert freed_mib("mapped") >= 60
+    assert freed_mib("heap") <= 8
