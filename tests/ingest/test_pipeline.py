@@ -463,14 +463,7 @@ def test_an_ingest_that_closes_the_database_while_ranks_are_prepared_loads_the_s
     open_db, paused_db = tmp_path / "open.kuzu", tmp_path / "paused.kuzu"
     ingest(files, open_db, IngestOptions(run="r"))
     monkeypatch.setattr(pipeline, "PAUSE_FROM_BYTES", 0)
-    pauses: list[Path] = []
-    pause = GraphStore.commit_and_pause
-
-    def counted(store: GraphStore) -> None:
-        pauses.append(store.path)
-        pause(store)
-
-    monkeypatch.setattr(GraphStore, "commit_and_pause", counted)
+    pauses = _counted_pauses(monkeypatch)
     paused = ingest(files, paused_db, IngestOptions(run="r", jobs=1))
     assert len(pauses) == 1
     with GraphStore(open_db) as a, GraphStore(paused_db) as b:
@@ -499,6 +492,17 @@ def test_ranks_loaded_a_batch_each_give_the_run_of_one_batch(
     files = write_per_rank(config, tmp_path / "traces")
     whole, batched = tmp_path / "whole.kuzu", tmp_path / "batched.kuzu"
     ingest(files, whole, IngestOptions(run="r", jobs=1))
+    pauses = _counted_pauses(monkeypatch)
+    monkeypatch.setattr(pipeline, "BATCH_ROWS", 1)  # a batch per rank
+    ingest(files, batched, IngestOptions(run="r", jobs=1))
+    assert len(pauses) == config.ranks
+    with GraphStore(whole) as a, GraphStore(batched) as b:
+        assert label_counts(a) == label_counts(b)
+        assert scalar(b, "MATCH (c:Collective) RETURN count(*)") > 0
+
+
+def _counted_pauses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The databases `GraphStore.commit_and_pause` is called on from now on, one per call."""
     pauses: list[Path] = []
     pause = GraphStore.commit_and_pause
 
@@ -507,9 +511,4 @@ def test_ranks_loaded_a_batch_each_give_the_run_of_one_batch(
         pause(store)
 
     monkeypatch.setattr(GraphStore, "commit_and_pause", counted)
-    monkeypatch.setattr(pipeline, "BATCH_ROWS", 1)  # a batch per rank
-    ingest(files, batched, IngestOptions(run="r", jobs=1))
-    assert len(pauses) == config.ranks
-    with GraphStore(whole) as a, GraphStore(batched) as b:
-        assert label_counts(a) == label_counts(b)
-        assert scalar(b, "MATCH (c:Collective) RETURN count(*)") > 0
+    return pauses
