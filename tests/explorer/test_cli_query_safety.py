@@ -77,13 +77,19 @@ def test_load_from_runs_only_when_allowed(
 
 
 def _cli(*args: object) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "tracegraph.explorer.cli", *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    # As from a terminal, where Ctrl-C is not ignored: a test run started as a background job
+    # (`pytest &`) has SIGINT ignored, and a child would inherit that (and never see Ctrl-C).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tracegraph.explorer.cli", *map(str, args)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _wait_for_cpu(proc: subprocess.Popen[str], seconds: float) -> None:
