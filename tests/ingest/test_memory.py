@@ -23,15 +23,21 @@ glibc = pytest.mark.skipif(
 )
 
 
+@pytest.fixture
+def callers_pool(monkeypatch: pytest.MonkeyPatch) -> str:
+    """The pool pyarrow uses here, with no allocator named in the environment."""
+    monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
+    return pa.default_memory_pool().backend_name
+
+
 @glibc
 def test_returning_memory_allocates_from_the_c_heap_and_restores_the_pool(
-    monkeypatch: pytest.MonkeyPatch,
+    callers_pool: str,
 ) -> None:
-    monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
-    before = pa.default_memory_pool().backend_name
+    before = callers_pool
     with returning_memory():
         assert pa.default_memory_pool().backend_name == "system"
-        column = pa.array(range(1 << 18))  # a MiB or more: mapped on its own, freed at once
+        column = pa.array(range(1 << 18))  # a MiB or more, from the C heap
         assert column.nbytes >= 1 << 20
         del column
         release_freed()
@@ -39,9 +45,8 @@ def test_returning_memory_allocates_from_the_c_heap_and_restores_the_pool(
 
 
 @glibc
-def test_the_caller_gets_its_pool_back_after_an_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
-    before = pa.default_memory_pool().backend_name
+def test_the_caller_gets_its_pool_back_after_an_error(callers_pool: str) -> None:
+    before = callers_pool
     with pytest.raises(KeyError), returning_memory():
         raise KeyError("x")
     assert pa.default_memory_pool().backend_name == before
@@ -49,10 +54,9 @@ def test_the_caller_gets_its_pool_back_after_an_error(monkeypatch: pytest.Monkey
 
 @glibc
 def test_the_pool_comes_back_when_the_last_of_two_overlapping_ingests_leaves(
-    monkeypatch: pytest.MonkeyPatch,
+    callers_pool: str,
 ) -> None:
-    monkeypatch.delenv(ALLOCATOR_VARIABLE, raising=False)
-    before = pa.default_memory_pool().backend_name
+    before = callers_pool
     first, second = returning_memory(), returning_memory()
     first.__enter__()
     second.__enter__()
