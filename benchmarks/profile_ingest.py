@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import inspect
 import io
 import os
 import pstats
@@ -32,17 +33,18 @@ from typing import Any
 from _common import CONTROL, median, print_table, raw_json_bytes
 
 from tracegraph.explorer.entry import ALLOCATOR_VARIABLE
-from tracegraph.ingest import collectives, link, nodes, parse, pipeline, store, syncs
+from tracegraph.ingest import collectives, link, nodes, parse, read, store, syncs
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 PARSE = "parse"
+_DONE = object()
 KUZU = "kuzu"
 
 # (owner, attribute, stage); stages named "a/b" are steps inside top-level stage "a".
 SEAMS: list[tuple[ModuleType | type, str, str]] = [
-    (pipeline, "parse_file", PARSE),
-    (parse, "read_trace_bytes", "parse/read+gunzip"),
+    (read, "rank_traces", PARSE),  # a generator: timed while it makes each rank
+    (parse, "json_blocks", "parse/read+gunzip"),
     (parse, "_decode", "parse/msgspec decode (trace, args)"),
     (parse, "_event_table", "parse/event table (arrow)"),
     (parse, "_decode_args", "parse/event table/args"),
@@ -96,17 +98,32 @@ def probed(sample_s: float = 0.0) -> Iterator[Probe]:
             label = stage
             if stage == "kuzu/COPY" and len(args) > 1:
                 label = f"kuzu/COPY {args[1]}"
-            probe.active.append(label)
-            start = time.perf_counter()
-            try:
+            with timing(label):
                 return original(*args, **kwargs)
-            finally:
-                probe.seconds[label] += time.perf_counter() - start
-                probe.active.pop()
-                probe.peak_after.setdefault(label, _rss_peak())
+
+        def timed_steps(*args: Any, **kwargs: Any) -> Iterator[Any]:
+            # a generator's work is done as it is iterated: each step is timed, not its caller's
+            steps = original(*args, **kwargs)
+            while True:
+                with timing(stage):
+                    item = next(steps, _DONE)
+                if item is _DONE:
+                    return
+                yield item
 
         patched.append((owner, attr, original))
-        setattr(owner, attr, timed)
+        setattr(owner, attr, timed_steps if inspect.isgeneratorfunction(original) else timed)
+
+    @contextmanager
+    def timing(label: str) -> Iterator[None]:
+        probe.active.append(label)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            probe.seconds[label] += time.perf_counter() - start
+            probe.active.pop()
+            probe.peak_after.setdefault(label, _rss_peak())
 
     for owner, attr, stage in SEAMS:
         if hasattr(owner, attr):

@@ -7,6 +7,7 @@ once, smallest first, in the background while tests run; a test waits only for w
 
 from __future__ import annotations
 
+import faulthandler
 import multiprocessing
 import os
 import site
@@ -27,6 +28,9 @@ from .ingest.oracle import TraceFacts, trace_facts
 from .ingest.workers import ingest_job
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# After the last test the run must end: past this, every thread's stack goes to stderr and the
+# run exits failed (a thread or process left waiting would otherwise hold CI to its limit).
+EXIT_GRACE_S = 300
 TRACES = (REPO_ROOT / ".." / "shared" / "traces").resolve()
 TRACE_SUFFIXES = (".json", ".json.gz")
 # Folders holding the per-rank files of one job: ingested together, as one run.
@@ -248,3 +252,18 @@ def traces(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TracePool]:
     finally:
         pool.close()
         executor.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Arm the watchdog of EXIT_GRACE_S for the exit (cancelled when the interpreter ends),
+    writing where the run's own stderr goes, not into pytest's capture."""
+    capture = session.config.pluginmanager.getplugin("capturemanager")
+    if capture is not None:
+        capture.suspend_global_capture(in_=False)
+    try:
+        stderr = os.dup(2)
+    finally:
+        if capture is not None:
+            capture.resume_global_capture()
+    faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True, file=stderr)
