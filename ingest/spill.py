@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import IngestError
-from .memory import release_arrow, release_freed
+from .memory import Releases, release_freed
 
 BUFFER_BYTES = 64 << 20
 Key = tuple[str, int | None]  # (what the key is, its value)
@@ -121,12 +121,14 @@ def _in_order(table: pa.Table, order_by: str) -> pa.Table:
     order = None if _ascending(keys) else pc.sort_indices(keys)
     del keys
     columns: dict[str, pa.Array | pa.ChunkedArray] = {}
+    releases = Releases()  # else the allocator keeps what was moved: resident at two copies
     for name in table.column_names:
         column = table[name]
         columns[name] = column.combine_chunks() if order is None else column.take(order)
+        moved = column.nbytes
         del column
         table = table.drop_columns([name])
-        release_arrow()  # else the allocator keeps what was moved: resident at two copies
+        releases.freed(moved)
     return pa.table(columns)
 
 

@@ -11,6 +11,7 @@ import sys
 import pyarrow as pa
 import pytest
 
+from tracegraph.ingest import memory
 from tracegraph.ingest.memory import (
     ALLOCATOR_VARIABLE,
     release_freed,
@@ -115,3 +116,13 @@ def test_blocks_freed_within_mapped_blocks_leave_the_process_at_once() -> None:
 
     assert freed_mib("mapped") >= 60
     assert freed_mib("heap") <= 8
+
+
+def test_a_loop_hands_back_once_enough_has_been_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    handed_back: list[int] = []
+    releases = memory.Releases(every=10)
+    monkeypatch.setattr(memory, "release_arrow", lambda: handed_back.append(1))
+    for freed, calls in ((4, 0), (5, 0), (1, 1), (9, 1), (30, 2)):
+        releases.freed(freed)
+        assert len(handed_back) == calls, (freed, calls)
+    assert releases.pending == 0
