@@ -77,3 +77,35 @@ def test_rows_already_in_order_are_not_sorted_again(
         assert got is not None and got.equals(pa.concat_tables(parts).combine_chunks())
     finally:
         spill.close()
+
+
+def test_a_keys_first_bytes_are_written_plain_and_the_rest_compressed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small pieces skip LZ4 (costly on them), until a key has PLAIN_UP_TO bytes on disk; the
+    plain and compressed pieces of a key come back as the rows added."""
+    if not pa.Codec.is_available("lz4"):
+        pytest.skip("this pyarrow has no LZ4")
+    parts = [
+        pa.table(
+            {
+                "ev_idx": pa.array(range(i * 4096, (i + 1) * 4096), pa.int64()),
+                "dur": pa.array([7] * 4096, pa.int64()),
+            }
+        )  # fmt: skip
+        for i in range(4)
+    ]
+    piece_bytes = parts[0].nbytes
+    monkeypatch.setattr(spill_module, "PLAIN_UP_TO", 2 * piece_bytes)
+    spill = Spill(tmp_path / "x.spill", order_by="ev_idx")
+    try:
+        for part in parts:
+            spill.add(("rank", 0), part)
+            spill._write(spill.keys())
+        sizes = [path.stat().st_size for path in spill.pieces[("rank", 0)]]
+        assert all(size >= piece_bytes for size in sizes[:2])  # as they are
+        assert all(size < piece_bytes / 3 for size in sizes[2:])  # LZ4: regular numbers shrink
+        got = spill.take([("rank", 0)])
+        assert got is not None and got.equals(pa.concat_tables(parts).combine_chunks())
+    finally:
+        spill.close()
