@@ -38,8 +38,8 @@ from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 PARSE = "parse"
-_DONE = object()
 KUZU = "kuzu"
+_DONE = object()  # a generator seam's end
 
 # (owner, attribute, stage); stages named "a/b" are steps inside top-level stage "a".
 SEAMS: list[tuple[ModuleType | type, str, str]] = [
@@ -104,12 +104,15 @@ def probed(sample_s: float = 0.0) -> Iterator[Probe]:
         def timed_steps(*args: Any, **kwargs: Any) -> Iterator[Any]:
             # a generator's work is done as it is iterated: each step is timed, not its caller's
             steps = original(*args, **kwargs)
-            while True:
-                with timing(stage):
-                    item = next(steps, _DONE)
-                if item is _DONE:
-                    return
-                yield item
+            try:
+                while True:
+                    with timing(stage):
+                        item = next(steps, _DONE)
+                    if item is _DONE:
+                        return
+                    yield item
+            finally:
+                steps.close()  # its clean-up (a spill folder) now, as the caller's close asks
 
         patched.append((owner, attr, original))
         setattr(owner, attr, timed_steps if inspect.isgeneratorfunction(original) else timed)

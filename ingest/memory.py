@@ -107,6 +107,11 @@ class Releases:
     def freed(self, nbytes: int) -> None:
         self.pending += nbytes
         if self.pending >= self.every:
+            self.flush()
+
+    def flush(self) -> None:
+        """Hand back what is pending (at the loop's end: what its last steps freed)."""
+        if self.pending:
             self.pending = 0
             release_arrow()
 

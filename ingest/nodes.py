@@ -58,6 +58,7 @@ def with_keys(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
         del column
         events = events.drop_columns([name])
         releases.freed(moved)
+    releases.flush()
     lengths = [len(p) for p in parts]
     rank_column = _repeated(pa.scalar(rank, pa.int64()), lengths)
     keys = zip(rank_column.chunks, sorted_columns["ev_idx"].chunks, strict=True)

@@ -96,6 +96,8 @@ class Spill:
         held = {k: self.held.pop(k, []) for k in keys}
         self.held_bytes -= sum(self.held_bytes_of.pop(k, 0) for k in keys)
         pieces = {k: self.pieces.pop(k, []) for k in keys}
+        for key in keys:
+            self.written_bytes_of.pop(key, None)
         if not any(held.values()) and not any(pieces.values()):
             return None
         release_freed()  # what the parse freed, before the rank is read back
@@ -119,7 +121,8 @@ class Spill:
 # large rank back needs about one copy of it, not two. On large pieces LZ4 costs far less than
 # the parse it follows; on small ones it does not (64 ranks in a merged file of 0.53 GB, pieces
 # of ~1 MiB: a quarter of the ingest's time). So a key's first PLAIN_UP_TO bytes go
-# uncompressed, and what reading them back holds twice is bounded by that.
+# uncompressed: reading a rank back holds those twice, at most PLAIN_UP_TO for each key read
+# with it (its rank's, and those of its pids whose rank was not known when set aside).
 _COMPRESSED = pa.ipc.IpcWriteOptions(compression="lz4" if pa.Codec.is_available("lz4") else None)
 _PLAIN = pa.ipc.IpcWriteOptions()
 
@@ -139,6 +142,7 @@ def _in_order(table: pa.Table, order_by: str) -> pa.Table:
         del column
         table = table.drop_columns([name])
         releases.freed(moved)
+    releases.flush()
     return pa.table(columns)
 
 

@@ -14,6 +14,7 @@ import site
 from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -259,11 +260,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     """Arm the watchdog of EXIT_GRACE_S for the exit (cancelled when the interpreter ends),
     writing where the run's own stderr goes, not into pytest's capture."""
     capture = session.config.pluginmanager.getplugin("capturemanager")
-    if capture is not None:
-        capture.suspend_global_capture(in_=False)
-    try:
+    with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
         stderr = os.dup(2)
-    finally:
-        if capture is not None:
-            capture.resume_global_capture()
     faulthandler.dump_traceback_later(EXIT_GRACE_S, exit=True, file=stderr)
