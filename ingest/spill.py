@@ -60,7 +60,10 @@ class Spill:
             self.held_bytes -= self.held_bytes_of.pop(key, 0)
             if not tables:
                 continue
-            table = pa.concat_tables(tables, promote_options="default")
+            # one record batch: the pieces of many blocks' slices cost more to write (and to
+            # read back) as they are than to put together first
+            table = pa.concat_tables(tables, promote_options="default").combine_chunks()
+            del tables
             self.written += 1
             path = self.folder / f"{self.written}.arrow"
             written = self.written_bytes_of.get(key, 0) + table.nbytes
@@ -75,7 +78,7 @@ class Spill:
             except OSError as exc:  # pyarrow's IO errors are OSErrors too
                 raise IngestError(f"{self.folder}: cannot set events aside ({exc})") from exc
             self.pieces[key].append(path)
-            del tables, table
+            del table
         release_freed()  # the parse's tables just written: else the allocator keeps them
 
     def add_grouped(self, table: pa.Table, keys: np.ndarray, tag: str) -> None:
