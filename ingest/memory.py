@@ -14,11 +14,13 @@ import ctypes
 import functools
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
 import pyarrow as pa
 
+ColumnT = TypeVar("ColumnT", pa.Array, pa.ChunkedArray)
 ALLOCATOR_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"  # read by Arrow when pyarrow is imported
 _M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
 MAPPED_FROM = 1 << 20  # within `mapped_blocks`, blocks this large or larger are mapped apart
@@ -114,6 +116,26 @@ class Releases:
         if self.pending:
             self.pending = 0
             release_arrow()
+
+
+def move_columns(
+    handover: list[pa.Table], move: Callable[[pa.ChunkedArray], ColumnT]
+) -> dict[str, ColumnT]:
+    """Each column of the table handed over (the list holds the only reference, and is emptied)
+    passed through `move` (a sort, a take), the source column dropped as soon as it is moved:
+    peak memory stays near one copy of the table, not two."""
+    table = handover.pop()
+    moved: dict[str, ColumnT] = {}
+    releases = Releases()  # else the allocator keeps the moved columns: two copies resident
+    for name in table.column_names:
+        column = table[name]
+        moved[name] = move(column)
+        nbytes = column.nbytes
+        del column
+        table = table.drop_columns([name])
+        releases.freed(nbytes)
+    releases.flush()
+    return moved
 
 
 def release_freed() -> None:

@@ -6,7 +6,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import schema
-from .memory import Releases
+from .memory import move_columns
 
 # Runtime calls that block the host or a stream until earlier GPU work is done.
 SYNC_CALLS = frozenset(
@@ -49,16 +49,11 @@ def with_keys(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
         sort_keys=[("label", "ascending"), ("ts", "ascending"), ("ev_idx", "ascending")],
     )
     parts = _node_rows_first(events["label"], order)
-    sorted_columns: dict[str, pa.ChunkedArray] = {}
-    releases = Releases()  # else the allocator keeps the moved columns: two copies resident
-    for name in events.column_names:
-        column = events[name]
-        sorted_columns[name] = pa.chunked_array([_one_chunk(column.take(p)) for p in parts])
-        moved = column.nbytes
-        del column
-        events = events.drop_columns([name])
-        releases.freed(moved)
-    releases.flush()
+    handover = [events]
+    del events
+    sorted_columns = move_columns(
+        handover, lambda column: pa.chunked_array([_one_chunk(column.take(p)) for p in parts])
+    )
     lengths = [len(p) for p in parts]
     rank_column = _repeated(pa.scalar(rank, pa.int64()), lengths)
     keys = zip(rank_column.chunks, sorted_columns["ev_idx"].chunks, strict=True)

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import IngestError
-from .memory import Releases, release_freed
+from .memory import move_columns, release_freed
 
 BUFFER_BYTES = 64 << 20
 # A key's first pieces, up to this many bytes, are written uncompressed (see `_COMPRESSED`).
@@ -136,17 +136,14 @@ def _in_order(table: pa.Table, order_by: str) -> pa.Table:
     keys = table[order_by]
     order = None if _ascending(keys) else pc.sort_indices(keys)
     del keys
-    columns: dict[str, pa.Array | pa.ChunkedArray] = {}
-    releases = Releases()  # else the allocator keeps what was moved: resident at two copies
-    for name in table.column_names:
-        column = table[name]
-        columns[name] = column.combine_chunks() if order is None else column.take(order)
-        moved = column.nbytes
-        del column
-        table = table.drop_columns([name])
-        releases.freed(moved)
-    releases.flush()
-    return pa.table(columns)
+    handover = [table]
+    del table
+    return pa.table(
+        move_columns(
+            handover,
+            lambda column: column.combine_chunks() if order is None else column.take(order),
+        )
+    )
 
 
 def _ascending(values: pa.ChunkedArray) -> bool:
