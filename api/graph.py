@@ -8,7 +8,6 @@ database read-only for the call, so several processes may read while none writes
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -23,6 +22,7 @@ from .ingest.edgesets.native.edge_set import NativeEdgeSetResult, build_native_e
 from .ingest.edgesets.native.options import NativeOptions, emulate
 from .ingest.edgesets.native.window import Window
 from .ingest.errors import TracegraphError
+from .ingest.outputs import written
 from .ingest.parse import ParseOptions
 from .ingest.pipeline import IngestOptions, IngestResult
 from .ingest.pipeline import ingest as ingest_files
@@ -321,18 +321,13 @@ class Graph:
             name, run_idx = self._run_with(store, run, edge_set)
             ranks = None if rank is None else [rank]
             shown = build_report(self.path, store, name, ranks=ranks).findings if findings else ()
-            partial = target.with_name(f".{target.name}.partial")
             try:
-                with open(partial, "w", encoding="utf-8") as f:
+                with written(target) as f:
                     counts = write_chrome_trace(f, store, name, run_idx, rank=rank,
                                                 edge_set=edge_set, findings=shown)  # fmt: skip
-                os.replace(partial, target)
             except OSError as exc:
-                partial.unlink(missing_ok=True)
-                raise TracegraphError(f"{target}: cannot write the trace ({exc})") from exc
-            except BaseException:
-                partial.unlink(missing_ok=True)
-                raise
+                problem = exc.strerror or exc
+                raise TracegraphError(f"{target}: cannot write the trace ({problem})") from exc
         return counts
 
     def sync_dependencies(

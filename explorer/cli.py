@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 import tracegraph
+from tracegraph.ingest import outputs
 from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult as HtaEdgeSetResult
 from tracegraph.ingest.edgesets.native.edge_set import NativeEdgeSetResult
 from tracegraph.ingest.edgesets.native.options import NativeOptions, OptionsError, emulate
@@ -1043,13 +1044,10 @@ def _write_json(path: Path, data: object) -> None:
 
 
 def _write_text(path: Path, text: str) -> None:
-    """Whole or not at all."""
-    partial = path.with_name(f".{path.name}.partial")
+    """Whole or not at all (ingest/outputs.py)."""
     try:
-        partial.write_text(text, encoding="utf-8")
-        os.replace(partial, path)
+        outputs.write_text(path, text)
     except OSError as exc:
-        partial.unlink(missing_ok=True)
         raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from exc
 
 

@@ -9,6 +9,8 @@ import json
 import os
 from pathlib import Path
 
+from tracegraph.ingest import outputs
+
 KEEP = 500  # the most recent queries kept
 
 
@@ -29,10 +31,8 @@ def load_history() -> list[str]:
 
 def save_history(queries: list[str]) -> None:
     path = history_file()
-    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        partial.write_text(json.dumps(queries[-KEEP:], indent=0), encoding="utf-8")
-        os.replace(partial, path)
+        outputs.write_text(path, json.dumps(queries[-KEEP:], indent=0))
     except OSError:
-        partial.unlink(missing_ok=True)
+        pass

@@ -17,6 +17,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Header, Static
 from textual.worker import get_current_worker
 
+from tracegraph.ingest import outputs
 from tracegraph.ingest.store import GraphStore, QueryError, query_parameters
 from tracegraph.queries.catalog import CannedQuery, canned_queries, coerce_params
 from tracegraph.queries.guard import QueryRefused, check_read_only
@@ -245,7 +246,8 @@ class ConsoleScreen(ExplorerScreen):
     @work(thread=True, exclusive=True, exit_on_error=False, group="console-export")
     def export(self, path: Path, table: pa.Table) -> None:
         try:
-            pacsv.write_csv(table, path)
+            with outputs.written(path, binary=True) as f:
+                pacsv.write_csv(table, f)
         except (OSError, pa.ArrowException) as exc:
             self.post_message(QueryFailed(f"the export to {path}", str(exc)))
             return

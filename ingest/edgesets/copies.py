@@ -12,15 +12,13 @@ sets it replaced are removed after it.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-import os
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .. import schema
+from .. import outputs, schema
 
 FOLDER = "edgesets"
 # what a whole-set read needs of an edge: its identity, weight and path flag, its rank
@@ -55,14 +53,11 @@ def write_copy(run_folder: Path, key: str, edges: pa.Table) -> Path | None:
         }
     )
     path = copy_path(run_folder, key)
-    partial = path.with_name(f".{path.name}.{os.getpid()}")
     try:
         path.parent.mkdir(exist_ok=True)
-        pq.write_table(table, partial, compression="zstd")
-        os.replace(partial, path)
+        with outputs.written(path, binary=True) as f:
+            pq.write_table(table, f, compression="zstd")
     except OSError:
-        with contextlib.suppress(OSError):
-            partial.unlink(missing_ok=True)
         return None
     return path
 
@@ -86,28 +81,11 @@ def read_copy(
 
 
 def remove(run_folder: Path, keys: set[str]) -> None:
-    """Remove these copies (of sets a write replaced), and partial files a killed write left."""
+    """Remove these copies (of sets a write replaced), and partial files killed writes left
+    (this runs after the database lock is released: a live writer's partial file stays)."""
     folder = run_folder / FOLDER
     if not folder.is_dir():
         return
-    for path in folder.iterdir():
-        stale = path.suffix == ".parquet" and path.stem in keys
-        if stale or _left_by_a_killed_write(path):
-            path.unlink(missing_ok=True)
-
-
-def _left_by_a_killed_write(path: Path) -> bool:
-    """A partial file (`.KEY.parquet.PID`) whose writer is gone: this runs after the database
-    lock is released, so a live writer's partial file may be in the folder too."""
-    name, _, pid = path.name.rpartition(".")
-    if not (path.name.startswith(".") and name.endswith(".parquet")):
-        return False
-    if not pid.isdigit():
-        return True
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # alive, another user's
-        return False
-    return False
+    for key in keys:
+        copy_path(run_folder, key).unlink(missing_ok=True)
+    outputs.sweep(folder)

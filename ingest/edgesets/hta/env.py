@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ... import outputs
 from ..errors import HtaEnvError
 
 Progress = Callable[[str, int, int], None]
@@ -224,9 +225,7 @@ def _write_marker(env: HtaEnv) -> None:
         "build_seconds": round(env.build_seconds, 2),
         "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
-    tmp = env.path / f".{MARKER}.tmp"
-    tmp.write_text(json.dumps(marker, indent=2, sort_keys=True))
-    os.replace(tmp, env.path / MARKER)
+    outputs.write_text(env.path / MARKER, json.dumps(marker, indent=2, sort_keys=True))
 
 
 @contextmanager

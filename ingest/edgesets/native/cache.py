@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ...outputs import PartialFile
 from .frame import FrameSource
 
 CACHE_FORMAT = 2
@@ -79,35 +79,36 @@ class SourcesWriter:
 
     def __init__(self, db: Path, trace_file: Path) -> None:
         self.writer: pq.ParquetWriter | None = None
+        self.partial: PartialFile | None = None
         try:
             self.digest, self.ident = _key(trace_file)
-            self.folder = cache_dir(db)
-            self.tmp: Path | None = self.folder / f".{self.digest}.{os.getpid()}.tmp"
+            self.folder: Path | None = cache_dir(db)
         except OSError:
-            self.tmp = None
+            self.folder = None
 
     def add(self, source: FrameSource) -> None:
-        if self.tmp is None:
+        if self.folder is None:
             return
         n = source.rows.num_rows
         rows = source.rows.append_column("_rank", pa.array([source.rank] * n, pa.int64()))
         try:
             if self.writer is None:
                 self.folder.mkdir(parents=True, exist_ok=True)
+                self.partial = PartialFile(self.folder / f"{self.digest}.parquet", binary=True)
                 meta = {"tracegraph": json.dumps({"ident": self.ident})}
                 schema = rows.schema.with_metadata(meta)
-                self.writer = pq.ParquetWriter(self.tmp, schema, compression="zstd")
+                self.writer = pq.ParquetWriter(self.partial.file, schema, compression="zstd")
             self.writer.write_table(rows.cast(self.writer.schema))
         except (OSError, ValueError, pa.ArrowException):
             self.abandon()
             return
 
     def finish(self) -> None:
-        if self.tmp is None or self.writer is None:
+        if self.partial is None or self.writer is None:
             return
         try:
             self.writer.close()
-            os.replace(self.tmp, self.folder / f"{self.digest}.parquet")
+            self.partial.commit()
         except (OSError, pa.ArrowException):
             self.abandon()
 
@@ -117,6 +118,6 @@ class SourcesWriter:
                 self.writer.close()
             except (OSError, pa.ArrowException):
                 pass
-        if self.tmp is not None:
-            self.tmp.unlink(missing_ok=True)
-        self.writer, self.tmp = None, None
+        if self.partial is not None:
+            self.partial.discard()
+        self.writer, self.partial, self.folder = None, None, None

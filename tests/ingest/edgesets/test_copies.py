@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tracegraph.ingest import archive
+from tracegraph.ingest import archive, outputs
 from tracegraph.ingest.edgesets import copies, records
 from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
 from tracegraph.ingest.edgesets.native.options import emulate
@@ -178,7 +178,9 @@ def test_remove_spares_a_live_writers_partial_file(tmp_path: Path) -> None:
     finished = subprocess.Popen(["true"])
     finished.wait()
     replaced, other = folder / "a.parquet", folder / "b.parquet"
-    dead, live = folder / f".c.parquet.{finished.pid}", folder / f".d.parquet.{os.getpid()}"
+    tag = outputs._machine_tag()
+    dead = folder / f".c.parquet.{tag}.{finished.pid}.x{outputs.SUFFIX}"
+    live = folder / f".d.parquet.{tag}.{os.getpid()}.x{outputs.SUFFIX}"
     for path in (replaced, other, dead, live):
         path.write_bytes(b"")
     copies.remove(tmp_path / "run", {"a"})
