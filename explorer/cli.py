@@ -511,7 +511,7 @@ def _query(args: argparse.Namespace) -> int:
         cypher = args.cypher
         params = {key: _param_value(key, text) for key, text in raw.items()}
         try:
-            check_read_only(cypher, allow_files=args.allow_files)
+            check_read_only(cypher, allow_files=args.allow_files, params=params)
         except QueryRefused as exc:
             raise UsageError(str(exc)) from exc
     else:
