@@ -366,7 +366,7 @@ def _parser() -> argparse.ArgumentParser:
         "--keymap",
         type=Path,
         metavar="FILE",
-        help='your keys, JSON or TOML: {"console.run": "ctrl+j"} (ids: docs/tui.md)',
+        help='your keys, JSON or TOML: {"console.run_query": "ctrl+j"} (ids: docs/tui.md)',
     )
     p.set_defaults(handler=_explore)
 
