@@ -200,7 +200,7 @@ class Graph:
     ) -> pa.Table:
         """A read-only Cypher query with `$name` parameters as keywords; statements that write,
         load files (unless `allow_files`) or manage the database are refused before they run."""
-        check_read_only(cypher, allow_files=allow_files)
+        check_read_only(cypher, allow_files=allow_files, params=params)
         with self.reading(timeout_ms=int(timeout_s * 1000)) as store:
             return store.run(cypher, params).table
 

@@ -194,7 +194,15 @@ def _parser() -> argparse.ArgumentParser:
     options.database(p)
     p.add_argument("cypher", nargs="?", help="a Cypher statement")
     p.add_argument("--canned", metavar="NAME", help="a canned query (see `tracegraph queries`)")
-    p.add_argument("--param", action="append", default=[], metavar="K=V", help="query parameter")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="query parameter; in ad-hoc Cypher integers, floats, true/false and JSON lists are "
+        "typed, anything else is a string, and a value in double quotes is the string inside "
+        """(--param 'run="2024"'); a canned query types them by its header""",
+    )
     options.output_format(p)
     options.width(p)
     p.add_argument("--timeout-s", type=float, default=60.0, help="query timeout (0: none)")
@@ -359,7 +367,7 @@ def _parser() -> argparse.ArgumentParser:
         "--keymap",
         type=Path,
         metavar="FILE",
-        help='your keys, JSON or TOML: {"console.run": "ctrl+j"} (ids: docs/tui.md)',
+        help='your keys, JSON or TOML: {"console.run_query": "ctrl+j"} (ids: docs/tui.md)',
     )
     p.set_defaults(handler=_explore)
 
@@ -507,12 +515,13 @@ def _query(args: argparse.Namespace) -> int:
         raise UsageError("give either a Cypher statement or --canned NAME, not both")
     if args.canned:
         canned = canned_query(args.canned)
-        cypher, params = canned.cypher, coerce_params(canned, raw)
+        texts = {key: _unquoted(text) for key, text in raw.items()}
+        cypher, params = canned.cypher, coerce_params(canned, texts)
     elif args.cypher:
         cypher = args.cypher
         params = {key: _param_value(key, text) for key, text in raw.items()}
         try:
-            check_read_only(cypher, allow_files=args.allow_files)
+            check_read_only(cypher, allow_files=args.allow_files, params=params)
         except QueryRefused as exc:
             raise UsageError(str(exc)) from exc
     else:
@@ -551,9 +560,13 @@ def _raw_params(items: list[str]) -> dict[str, str]:
 
 
 def _param_value(key: str, raw: str) -> object:
-    """Integers (64-bit), finite floats, true/false and JSON lists of one type as such;
-    anything else as a string (so text such as `[param|...]` that is no JSON stays text)."""
+    """Integers (64-bit), finite floats, true/false and JSON lists of one type as such, a JSON
+    string (`"2024"`) as the string it holds; anything else as a string (so text such as
+    `[param|...]` that is no JSON stays text)."""
     text = raw.strip()
+    string = _json_string(text)
+    if string is not None:
+        return string
     if _INTEGER.fullmatch(text):
         value = int(text)
         if not INT64_MIN <= value <= INT64_MAX:
@@ -578,6 +591,26 @@ def _param_value(key: str, raw: str) -> object:
             raise UsageError(f"--param {key}={raw}: {problem}")
         return value
     return raw
+
+
+def _json_string(text: str) -> str | None:
+    """The string a `--param` value in double quotes spells as JSON (`"2024"` → 2024, so a
+    number can be passed as text); None for anything else."""
+    text = text.strip()
+    if len(text) < 2 or text[0] != '"' or text[-1] != '"':
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _unquoted(raw: str) -> str:
+    """A `--param` value for a canned query, whose header types it: the text of a JSON string
+    (`"2024"`), anything else as given."""
+    string = _json_string(raw)
+    return raw if string is None else string
 
 
 def _list_problem(value: object) -> str | None:

@@ -2,12 +2,14 @@
 
 Screens build their `BINDINGS` from here, the help screen and the docs print it, and the command
 palette offers each entry as "namespace: verb". Users override keys by binding id
-("<scope>.<action name>") with a JSON file: `{"app.console": "f5", "console.run": "ctrl+j"}`.
+("<scope>.<action name>") with a JSON file: `{"app.console": "f5", "console.run_query": "ctrl+j"}`.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +17,8 @@ from pathlib import Path
 from textual.binding import Binding, BindingType
 
 from tracegraph.ingest.errors import TracegraphError
+
+MAX_KEYMAP_BYTES = 1 << 20  # a keymap is a few hundred bytes; more is not a keymap
 
 
 @dataclass(frozen=True)
@@ -149,10 +153,11 @@ def bindings(scope: str) -> list[BindingType]:
 
 
 def load_keymap(path: Path) -> dict[str, str]:
-    """User overrides {binding id: keys} from a JSON or TOML file (`"console.run" = "ctrl+j"`);
-    an unreadable file or an unknown id is a one-line error naming the file."""
+    """User overrides {binding id: keys} from a JSON or TOML file
+    (`"console.run_query" = "ctrl+j"`); an unreadable file, one that is not a regular file or
+    is over MAX_KEYMAP_BYTES, or an unknown id is a one-line error naming the file."""
+    text = _read_keymap_text(Path(path))
     try:
-        text = Path(path).read_text(encoding="utf-8")
         if Path(path).suffix == ".toml":
             data: object = tomllib.loads(text)
         else:
@@ -166,6 +171,30 @@ def load_keymap(path: Path) -> dict[str, str]:
     if unknown:
         raise KeymapError(f"{path}: unknown binding ids {unknown}; known: {sorted(known)}")
     return {str(k): str(v) for k, v in data.items()}
+
+
+def _read_keymap_text(path: Path) -> str:
+    """The file's text, read only if it is a regular file of at most MAX_KEYMAP_BYTES: a device
+    (/dev/zero) would be read without end and a FIFO would block. Opened without blocking and
+    checked on the open file, so nothing can swap it in between."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        raise KeymapError(f"{path}: cannot read the keymap ({exc.strerror})") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise KeymapError(f"{path}: not a regular file; a keymap is a JSON or TOML file")
+    with os.fdopen(fd, "rb") as handle:
+        try:
+            data = handle.read(MAX_KEYMAP_BYTES + 1)
+        except OSError as exc:
+            raise KeymapError(f"{path}: cannot read the keymap ({exc.strerror})") from exc
+    if len(data) > MAX_KEYMAP_BYTES:
+        raise KeymapError(f"{path}: over {MAX_KEYMAP_BYTES:,} bytes, too large for a keymap")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise KeymapError(f"{path}: cannot read the keymap (not UTF-8 text: {exc})") from exc
 
 
 class KeymapError(TracegraphError, ValueError):

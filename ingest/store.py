@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import re
 import shutil
 import time
 from collections.abc import Iterator, Mapping
@@ -23,13 +22,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import schema
+from .cypher_text import parameter_names
 from .errors import IngestError, TracegraphError
 from .memory import release_freed
 
 DEFAULT_TIMEOUT_MS = 60_000
 READER_BUFFER_POOL = 2 << 30
 KUZU_VERSION = kuzu.__version__
-_PARAM = re.compile(r"\$([A-Za-z_][A-Za-z0-9_]*)")
 
 
 class QueryError(TracegraphError):
@@ -45,8 +44,8 @@ class ResultSet:
 
 
 def query_parameters(cypher: str) -> set[str]:
-    """Names of the `$parameters` a query uses (string literals are not parsed out)."""
-    return set(_PARAM.findall(cypher))
+    """Names of the `$parameters` a query uses (not `$x` inside strings, names or comments)."""
+    return parameter_names(cypher)
 
 
 class GraphStore:

@@ -40,6 +40,7 @@ from pathlib import Path
 import pytest
 
 import tracegraph
+from tracegraph.explorer.keymap import load_keymap
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 README = REPO_ROOT / "README.md"
@@ -352,3 +353,12 @@ def test_the_demo_prints_every_step(readme_run: ReadmeRun) -> None:
         )
         verdicts = set(re.findall(r"^\s+(ProfilerStep#\d+): across ranks", demo.stdout, re.M))
         assert verdicts == {name for _, name in stored}, f"{where}: cross-rank steps {verdicts}"
+
+
+def test_every_binding_id_the_readme_shows_is_accepted(tmp_path: Path) -> None:
+    """README's keymap examples (`"console.run_query" = "ctrl+j"`) load as a TOML keymap."""
+    examples = re.findall(r'"(\w+\.\w+)"\s*[=:]\s*"([^"]+)"', README.read_text(encoding="utf-8"))
+    assert examples, "README shows no keymap example"
+    keys = tmp_path / "keys.toml"
+    keys.write_text("".join(f'"{binding}" = "{key}"\n' for binding, key in examples))
+    assert load_keymap(keys) == dict(examples)

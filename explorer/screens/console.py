@@ -117,7 +117,7 @@ class ConsoleScreen(ExplorerScreen):
 
     def start(self, cypher: str, params: dict[str, object]) -> None:
         try:
-            check_read_only(cypher)  # before Kuzu sees it: the database may be shared
+            check_read_only(cypher, params=params)  # before Kuzu sees it: the db may be shared
         except QueryRefused as exc:
             self.show_error("Query refused", str(exc))
             return

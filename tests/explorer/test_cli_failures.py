@@ -235,6 +235,33 @@ def test_valid_params_still_typed(syn_db: tuple[Path, dict], capsys: pytest.Capt
     assert code == 0 and json.loads(out)
 
 
+def test_a_number_in_double_quotes_is_a_string_parameter(
+    syn_db: tuple[Path, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, _ = syn_db
+    code, out, _ = _run(
+        capsys, "query", db, "RETURN $run AS run, typeof($run) AS t, $e AS e, $n AS n",
+        "--param", 'run="2024"', "--param", 'e=""', "--param", "n=2024", "--format", "json",
+    )  # fmt: skip
+    assert code == 0
+    assert json.loads(out) == [{"run": "2024", "t": "STRING", "e": "", "n": 2024}]
+    code, out, _ = _run(
+        capsys, "query", db, "--canned", "top-kernels", "--param", 'run="syn"', "--param",
+        "rank=1", "--format", "json",
+    )  # fmt: skip
+    assert code == 0 and json.loads(out)
+
+
+def test_parameter_like_text_in_literals_is_no_parameter(
+    syn_db: tuple[Path, dict], capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, _ = syn_db
+    cypher = "RETURN '$x' AS a, \"$y\" AS `$z`, $w AS w // $v\n/* $u */"
+    code, out, err = _run(capsys, "query", db, cypher, "--param", "w=1", "--format", "json")
+    assert code == 0, err
+    assert json.loads(out) == [{"a": "$x", "$z": "$y", "w": 1}]
+
+
 def test_argparse_errors_are_one_line_too(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         main(["edges", "x.kuzu", "--native", "--kernel-gap-cutoff-us", "soon"])

@@ -49,6 +49,9 @@ SLOW = "MATCH (a:Op), (b:Op), (c:Op), (d:Op) WHERE a.ts + b.ts + c.ts + d.ts = 7
         ("EXPORT DATABASE '/tmp/tracegraph-dump'", "EXPORT"),
         ("LOAD EXTENSION '/tmp/x.so'", "--allow-files"),
         ("UNWIND range(1, 100000000000) AS x RETURN count(x)", "range"),
+        ("UNWIND range(1, 100000*1000000) AS x RETURN count(x)", "range"),  # was 6.5 GB, 7.5 s
+        ("WITH 100000000000 AS n UNWIND range(1, n) AS x RETURN count(x)", "range"),
+        ("RETURN size(repeat('x', 100000 * 100000))", "repeat"),
         ("MATCH (n:Op) RETURN n.id; MATCH (n:Op) DETACH DELETE n", "one statement"),
     ],
 )
@@ -63,6 +66,20 @@ def test_hostile_queries_are_refused_and_change_nothing(
     assert not Path("/tmp/tracegraph-x.csv").exists()
     code, _, _ = _run(capsys, "query", db_copy, "MATCH (n:Op) RETURN count(*) AS n")
     assert code == 0  # the database still opens
+
+
+def test_a_range_sized_by_a_parameter_is_refused_and_ranges_within_the_bound_run(
+    db_copy: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cypher = "UNWIND range(1, $n) AS x RETURN count(x) AS n"
+    code, out, err = _run(capsys, "query", db_copy, cypher, "--param", "n=100000000000")
+    assert code == 2 and out == ""
+    assert_one_error(err, db_copy, "range() of more than 1,000,000 values")
+    code, out, _ = _run(capsys, "query", db_copy, cypher, "--param", "n=1000000", "--format", "csv")
+    assert code == 0 and out.splitlines()[1:] == ["1000000"]
+    from_data = "MATCH (o:Op) RETURN sum(size(range(1, o.rank + 1))) = sum(o.rank + 1) AS same"
+    code, out, _ = _run(capsys, "query", db_copy, from_data, "--format", "csv")
+    assert code == 0 and out.splitlines()[1:] == ["true"]
 
 
 def test_load_from_runs_only_when_allowed(

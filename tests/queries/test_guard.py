@@ -20,6 +20,17 @@ READ = [
     "MATCH (n:Op) WHERE n.name = 'CREATE TABLE x; DROP TABLE Op' RETURN n.set, n.`load`",
     "MATCH (n:Op) // a comment: DELETE n\nRETURN n.id /* COPY x TO 'y' */",
     "MATCH (o:Op) WHERE o.name STARTS WITH 'gloo:' RETURN o.rank, count(*)",
+    # sizes within the bounds, or from the data (which cannot be told before the query runs)
+    "UNWIND range(1, 1000*1000) AS x RETURN count(x)",
+    "UNWIND range(1, 1000000, 1) AS x RETURN count(x)",
+    "WITH 100000000000 AS n WITH 10 AS n UNWIND range(1, n) AS x RETURN x",
+    "MATCH (o:Op) UNWIND range(0, o.dur) AS x RETURN count(x)",
+    "MATCH (o:Op) RETURN size(range(o.rank, o.rank + 100000000000 * 0 + 3))",
+    "MATCH (o:Op) WITH o.dur AS n RETURN range(1, n)",
+    "RETURN range(1, 10^11)",  # a float bound: Kuzu's binder refuses it
+    "RETURN repeat('ab', 1000), lpad('x', 10, ' '), rpad(o.name, o.rank * 1000000000, 'y')",
+    "RETURN 'range(1, 100000000000)', `range`",
+    "MATCH (n:Op) RETURN n.range",
 ]
 
 REFUSED = [
@@ -34,6 +45,24 @@ REFUSED = [
     ("COPY (MATCH (n:Op) RETURN n.id) TO '/tmp/x.csv'", "--format csv"),
     ("UNWIND range(1, 100000000000) AS x RETURN count(x)", "range"),
     ("RETURN size(range(0, 2000000, 1))", "range"),
+    # computed bounds (issue #22: `range(1, 100000*1000000)` reached 6.5 GB under a 5 s timeout)
+    ("UNWIND range(1, 100000*1000000) AS x RETURN count(x)", "range"),
+    ("RETURN range(1, (1000 + 1) * 1000)", "range"),
+    ("RETURN range(-1000000, 1000000, 1)", "range"),
+    ("RETURN range(1, -(-100000000000))", "range"),
+    ("RETURN range(1, 100000000000 / 10)", "range"),
+    ("RETURN range(1, CAST(1e11 AS INT64))", "range"),
+    ("RETURN range(1, to_int64(10^11))", "range"),
+    ("RETURN range(1, range(100000000000, 100000000001)[1])", "range"),
+    ("RETURN range(1, [1, 100000000000][2])", "range"),
+    ("RETURN range(1, size(range(1, 1000000)) * 1000000)", "range"),
+    ("WITH 100000000000 AS n UNWIND range(1, n) AS x RETURN count(x)", "range"),
+    ("WITH 1 AS m, 100000 * 1000000 AS n RETURN range(m, n)", "range"),
+    ("WITH 5 AS n WITH 100000000000 AS n RETURN range(1, n)", "range"),
+    ("MATCH (o:Op) RETURN range(1, 100000000000) // o.rank", "range"),
+    ("RETURN repeat('x', 100000 * 100000)", "repeat"),
+    ("RETURN lpad('x', 2000000000, 'y')", "lpad"),
+    ("RETURN rpad('x', 20000000, 'y')", "rpad"),
     ("EXPORT DATABASE '/tmp/dump'", "EXPORT"),
     ("IMPORT DATABASE '/tmp/dump'", "IMPORT"),
     ("LOAD EXTENSION '/tmp/x.so'", "--allow-files"),
@@ -68,3 +97,14 @@ def test_files_only_when_allowed() -> None:
         check_read_only("LOAD EXTENSION '/tmp/x.so'", allow_files=True)
     with pytest.raises(QueryRefused, match="CHECKPOINT"):
         check_read_only("CHECKPOINT", allow_files=True)
+
+
+def test_parameters_count_as_constants() -> None:
+    cypher = "UNWIND range($lo, $hi) AS x RETURN count(x)"
+    check_read_only(cypher, params={"lo": 1, "hi": 1000})
+    check_read_only(cypher)  # values unknown: Kuzu decides
+    with pytest.raises(QueryRefused, match="range"):
+        check_read_only(cypher, params={"lo": 1, "hi": 100000 * 1000000})
+    with pytest.raises(QueryRefused, match="range"):
+        check_read_only("RETURN range(1, $xs[2])", params={"xs": [1, 10**11]})
+    check_read_only("RETURN range(1, $s)", params={"s": "100000000000"})  # Kuzu refuses it
