@@ -79,8 +79,9 @@ with write_transaction(db) as store:
     total = count("MATCH ()-[d:DEP]->() RETURN count(*) AS n", {})  # the rule's: all runs
     dropped = count(f"MATCH (a:{records._EVENTS})-[d:DEP]->() WHERE d.edge_set IN $names "
                     f"AND a.id >= {lo} AND a.id < {hi} RETURN count(*) AS n", {"names": names})
-    keys = records.edge_set_copy_keys(store, run, run_idx)
-    folder = archive.run_archive(db, store, run_idx)
+    keys = {n: c.key for n, c in records.edge_set_copies(store, run, run_idx).items()}
+    kept = archive.run_archive(db, store, run_idx)
+    folder = kept.folder if kept is not None else None
     records.remove_edge_sets(store, run, run_idx, names)
 if folder is not None:
     copies.remove(folder, {keys[n] for n in names if n in keys})

@@ -104,6 +104,7 @@ def cached_edges_db(db: Path) -> Path:
                 "window": "{}",
                 "ranks": json.dumps(ranks),
                 "created_at": "",
+                "copy_hash": None,
             }
             store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
     partial.rename(out)

@@ -12,6 +12,10 @@ folder, renamed into place just before the database itself is swapped in;
 a folder that no run of the database owns (an ingest that failed or was killed) is removed by
 the next ingest. `<key>` is derived from the run's ingest time, so a folder left by an older
 database of the same name is never taken for a newer run's.
+
+Each file's content hash is taken as it is written and recorded with the run
+(`Run.archive_hashes`, in the same write); a reader checks a file against it before using it
+(`checksums`), so a file changed since the ingest is an error naming it, never another answer.
 """
 
 from __future__ import annotations
@@ -21,14 +25,16 @@ import json
 import os
 import secrets
 import shutil
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from . import checksums
 from .errors import IngestError
 from .store import GraphStore
 
@@ -69,11 +75,19 @@ class ArchiveWriter:
             (self.partial / SOURCES).mkdir(parents=True)
             (self.partial / WRITER).write_text(self.token)
         self._copier = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tracegraph-archive")
-        self._copies: dict[str, Future[str]] = {}
+        self._copies: dict[str, Future[tuple[str, str]]] = {}
+        self._hashes: dict[str, str] = {}  # each file written, by its name in the folder
 
-    def add(self, rank: int, rows: pa.Table) -> None:
+    def add(self, rank: int, rows: pa.Table) -> str:
+        """Write a rank's rows; their file's content hash."""
         with self._errors():
-            write_rank(self.partial, rank, rows)
+            digest = write_rank(self.partial, rank, rows)
+        self.written(rank, digest)
+        return digest
+
+    def written(self, rank: int, digest: str) -> None:
+        """Record the content hash of the rank file a worker wrote into the folder."""
+        self._hashes[rank_file(rank)] = digest
 
     def add_source(self, path: Path) -> None:
         """Copy a trace file the run is read from (on the writer's thread; `finish` waits)."""
@@ -81,11 +95,22 @@ class ArchiveWriter:
             target = self.partial / SOURCES / f"{len(self._copies)}"
             self._copies[str(path)] = self._copier.submit(_copy_source, Path(path), target)
 
-    def finish(self, ingested_at: str) -> None:
+    def seal(self) -> dict[str, str]:
+        """Wait for the copies, write the list of them; every file's content hash, by its
+        name in the folder (what the run records as `archive_hashes`)."""
         with self._errors():
-            manifest = {source: copy.result() for source, copy in self._copies.items()}
+            copied = {source: copy.result() for source, copy in self._copies.items()}
             self._copier.shutdown()
-            (self.partial / MANIFEST).write_text(json.dumps(manifest, indent=1))
+            names = {source: name for source, (name, _) in copied.items()}
+            manifest = json.dumps(names, indent=1).encode()
+            (self.partial / MANIFEST).write_bytes(manifest)
+        self._hashes.update({f"{SOURCES}/{name}": digest for name, digest in copied.values()})
+        self._hashes[MANIFEST] = checksums.bytes_digest(manifest)
+        return dict(sorted(self._hashes.items()))
+
+    def finish(self, ingested_at: str) -> None:
+        """Put the sealed archive in place."""
+        with self._errors():
             (self.partial / WRITER).unlink(missing_ok=True)  # read by the ingest's workers only
             os.replace(self.partial, run_folder(self.db, self.run_idx, ingested_at))
 
@@ -115,35 +140,74 @@ def sweep(db: Path, store: GraphStore) -> None:
     root = archive_root(db)
     if not root.is_dir():
         return
-    owned = {run_folder(db, idx, at).name for idx, at in _runs(store)}
+    owned = {run_folder(db, idx, at).name for idx, at, _ in _runs(store)}
     for folder in root.iterdir():
         if folder.name not in owned:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def run_archive(db: Path, store: GraphStore, run_idx: int) -> Path | None:
-    """The run's archive folder, or None when it has none (ingested before archives existed,
-    or removed by hand)."""
-    at = dict(_runs(store)).get(run_idx)
-    folder = run_folder(db, run_idx, at) if at is not None else None
-    return folder if folder is not None and folder.is_dir() else None
+@dataclass(frozen=True)
+class RunArchive:
+    """A run's archive folder and the content hash ingest recorded of each file in it."""
+
+    folder: Path
+    hashes: Mapping[str, str] | None  # by name in the folder; None: recorded by no ingest
+
+    def checked(self, name: str) -> Path:
+        """The archive's file `name`, its bytes checked against what ingest recorded."""
+        path = self.folder / name
+        if self.hashes is None:
+            raise checksums.ArchiveChangedError(
+                f"{self.folder}: the run was ingested by an older tracegraph, which recorded no "
+                "hashes of its archive; re-ingest the run"
+            )
+        recorded = self.hashes.get(name)
+        if recorded is None:
+            raise checksums.ArchiveChangedError(
+                f"{path}: not a file the ingest wrote (no hash recorded); re-ingest the run"
+            )
+        checksums.check(path, recorded)
+        return path
 
 
-def write_rank(folder: Path, rank: int, rows: pa.Table) -> None:
-    """A rank's source rows into an archive folder (the writer's, or a worker's share of it)."""
-    # row groups of ARCHIVE_ROW_GROUP rows: the writer holds one group's pages at a time
-    pq.write_table(
-        rows, folder / f"rank-{rank}.parquet", compression="zstd", row_group_size=ARCHIVE_ROW_GROUP
-    )
+def run_archive(db: Path, store: GraphStore, run_idx: int) -> RunArchive | None:
+    """The run's archive, or None when it has none (ingested before archives existed, or
+    removed by hand)."""
+    runs = {idx: (at, hashes) for idx, at, hashes in _runs(store)}
+    if run_idx not in runs:
+        return None
+    at, hashes = runs[run_idx]
+    folder = run_folder(db, run_idx, at)
+    if not folder.is_dir():
+        return None
+    return RunArchive(folder, json.loads(hashes) if hashes is not None else None)
+
+
+def rank_file(rank: int) -> str:
+    return f"rank-{rank}.parquet"
+
+
+def write_rank(folder: Path, rank: int, rows: pa.Table) -> str:
+    """A rank's source rows into an archive folder (the writer's, or a worker's share of
+    it); the file's content hash, taken as it is written."""
+    with open(folder / rank_file(rank), "wb") as raw:
+        out = checksums.HashingFile(raw)
+        # row groups of ARCHIVE_ROW_GROUP rows: the writer holds one group's pages at a time
+        pq.write_table(rows, out, compression="zstd", row_group_size=ARCHIVE_ROW_GROUP)
+    return out.hexdigest()
 
 
 ARCHIVE_ROW_GROUP = 1 << 17
 
 
-def read_rank(folder: Path, rank: int, columns: list[str] | None = None) -> pa.Table | None:
-    """A rank's archived rows (these columns; None: not there or unreadable)."""
+def read_rank(archive: RunArchive, rank: int, columns: list[str] | None = None) -> pa.Table | None:
+    """A rank's archived rows (these columns; None: not there or unreadable); a file changed
+    since the ingest is an ArchiveChangedError."""
+    if not (archive.folder / rank_file(rank)).is_file():
+        return None
+    path = archive.checked(rank_file(rank))
     try:
-        return pq.read_table(folder / f"rank-{rank}.parquet", columns=columns)
+        return pq.read_table(path, columns=columns)
     except (OSError, pa.ArrowException):
         return None
 
@@ -154,30 +218,35 @@ _ZSTD = "zstd"
 _STEP = 8 << 20
 
 
-def _copy_source(path: Path, target: Path) -> str:
-    """Copy `path` to `target` + a suffix saying how it is kept; the copy's name in `sources/`."""
+def _copy_source(path: Path, target: Path) -> tuple[str, str]:
+    """Copy `path` to `target` + a suffix saying how it is kept; the copy's name in `sources/`
+    and its content hash (taken as it is written)."""
     with open(path, "rb") as f:
         gzipped = f.read(2) == b"\x1f\x8b"
         f.seek(0)
-        if gzipped:
-            out = target.with_name(target.name + ".json.gz")
-            with open(out, "wb") as dst:
-                shutil.copyfileobj(f, dst, _STEP)
-        else:
-            out = target.with_name(target.name + ".json.zst")
-            with pa.CompressedOutputStream(str(out), _ZSTD) as dst:
-                while block := f.read(_STEP):
-                    dst.write(block)
-    return out.name
+        out = target.with_name(target.name + (".json.gz" if gzipped else ".json.zst"))
+        with open(out, "wb") as raw:
+            hashed = checksums.HashingFile(raw)
+            if gzipped:
+                shutil.copyfileobj(f, hashed, _STEP)
+            else:
+                with pa.CompressedOutputStream(hashed, _ZSTD) as dst:
+                    while block := f.read(_STEP):
+                        dst.write(block)
+    return out.name, hashed.hexdigest()
 
 
-def source_copy(folder: Path, source: str, into: Path) -> Path | None:
+def source_copy(archive: RunArchive, source: str, into: Path) -> Path | None:
     """The archived bytes of trace file `source` as a file HTA can read (a gzipped copy as it
     is; a compressed plain one written out under `into`), or None when the archive lists no
     copy of it (a run ingested before archives kept them). A listed copy that cannot be read
-    is an error: the original file may since have been replaced by another capture."""
+    is an error: the original file may since have been replaced by another capture, and so is
+    a list or copy changed since the ingest (ArchiveChangedError)."""
+    folder = archive.folder
+    if not (folder / MANIFEST).is_file():
+        return None
     try:
-        name = json.loads((folder / MANIFEST).read_text()).get(source)
+        name = json.loads(archive.checked(MANIFEST).read_text()).get(source)
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as exc:
@@ -187,6 +256,7 @@ def source_copy(folder: Path, source: str, into: Path) -> Path | None:
     copy = folder / SOURCES / name
     if not copy.is_file():
         raise IngestError(f"{copy}: the archived copy of {source} is gone; re-ingest the run")
+    archive.checked(f"{SOURCES}/{name}")
     if name.endswith(".json.gz"):
         return copy
     out = into / name.removesuffix(".zst")
@@ -199,7 +269,12 @@ def source_copy(folder: Path, source: str, into: Path) -> Path | None:
     return out
 
 
-def _runs(store: GraphStore) -> list[tuple[int, str]]:
-    table = store.run("MATCH (r:Run) RETURN r.run_idx AS idx, r.ingested_at AS at").table
-    pairs = zip(table["idx"].to_pylist(), table["at"].to_pylist(), strict=True)
-    return [(int(i), str(a)) for i, a in pairs]
+def _runs(store: GraphStore) -> list[tuple[int, str, str | None]]:
+    """Each run's index, ingest time and archive hashes (JSON text; None: an older
+    tracegraph's run, or a database without the property)."""
+    hashes = "r.archive_hashes" if "archive_hashes" in store.properties("Run") else "NULL"
+    table = store.run(
+        f"MATCH (r:Run) RETURN r.run_idx AS idx, r.ingested_at AS at, {hashes} AS hashes"
+    ).table
+    rows = zip(*(table[c].to_pylist() for c in ("idx", "at", "hashes")), strict=True)
+    return [(int(i), str(a), h) for i, a, h in rows]

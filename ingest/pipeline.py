@@ -166,7 +166,9 @@ def _ingest(
             else:
                 traces = _rank_traces(found, parse_options, report, seen)
                 prepared = _prepared(traces, run, run_idx, writer.add)
-            result = _load(store, _archived(prepared, writer), run, run_idx, files, ingested_at)
+            result = _load(
+                store, _archived(prepared, writer), run, run_idx, files, ingested_at, writer.seal
+            )
             writer.finish(ingested_at)  # in place before the database that names it
     except BaseException:
         # now, not when the traceback goes: removes a spill folder, terminates the workers
@@ -250,7 +252,7 @@ def _prepared(
     traces: Iterable[RankTrace],
     run: str,
     run_idx: int,
-    keep_archive: Callable[[int, pa.Table], None],
+    keep_archive: Callable[[int, pa.Table], str],
 ) -> Generator[PreparedRank, None, None]:
     for trace in traces:
         held = [trace]
@@ -262,7 +264,9 @@ def _archived(
     ranks: Iterable[PreparedRank], writer: archive.ArchiveWriter
 ) -> Iterator[PreparedRank]:
     for prepared in ranks:
-        if not prepared.archived:
+        if prepared.archived:
+            writer.written(prepared.rank, prepared.archive_hash)
+        else:
             writer.add(prepared.rank, prepared.archive_rows)
         # not held here while the consumer loads it: the archive rows are freed now
         handover = [replace(prepared, archive_rows=prepared.archive_rows.schema.empty_table())]
@@ -435,7 +439,10 @@ def _load(
     run_idx: int,
     files: list[Path],
     ingested_at: str,
+    sealed_archive: Callable[[], dict[str, str]],
 ) -> IngestResult:
+    """Load the ranks, then the run's collectives, ranks, steps and Run row (with the content
+    hashes of its archive, which `sealed_archive` gives once every file is written)."""
     edge_counts: dict[str, int] = {}
     summaries: list[RankSummary] = []
     parts: list[pa.Table] = []
@@ -473,6 +480,7 @@ def _load(
         "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
         "world_size": world_size,
         "edge_counts": json.dumps(edge_counts, sort_keys=True),
+        "archive_hashes": json.dumps(sealed_archive()),
     }
     store.copy("Run", schema.conform(pa.Table.from_pylist([run_row]), schema.RUN))
     return IngestResult(run, summaries, coll_nodes.num_rows, edge_counts)

@@ -45,22 +45,25 @@ class PreparedRank:
     rank_row: dict[str, object]
     archive_rows: pa.Table  # the native builder's source rows (`frame.FrameSource`)
     archived: bool = False  # archive_rows are already in the run's archive (a worker wrote them)
+    archive_hash: str = ""  # the content hash of the archived rows' file, where `archived`
 
 
 def prepare_rank(
     trace: RankTrace,
     run: str,
     run_idx: int,
-    keep_archive: Callable[[int, pa.Table], None] | None = None,
+    keep_archive: Callable[[int, pa.Table], str] | None = None,
 ) -> PreparedRank:
     """The rank's tables; `trace` is not used afterwards (its events are handed over).
 
-    `keep_archive(rank, rows)`, where given, writes the archive rows at once (they are then
-    not in the result, which says `archived`): they are not held while the events are sorted.
+    `keep_archive(rank, rows)`, where given, writes the archive rows at once and gives their
+    file's content hash (they are then not in the result, which says `archived`): they are not
+    held while the events are sorted.
     """
     archive_rows = frame_source(trace).rows
+    archive_hash = ""
     if keep_archive is not None:
-        keep_archive(trace.rank, archive_rows)
+        archive_hash = keep_archive(trace.rank, archive_rows)
         archive_rows = archive_rows.schema.empty_table()
         release_freed()  # the rows written
     # hand the event table over so that with_keys holds the only reference to it
@@ -85,6 +88,7 @@ def prepare_rank(
         _rank_row(trace, run, run_idx, events, counts),
         archive_rows,
         archived=keep_archive is not None,
+        archive_hash=archive_hash,
     )
 
 

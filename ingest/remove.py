@@ -27,7 +27,8 @@ def remove_runs(db: Path, runs: list[str]) -> None:
 def run_folder_of(db: Path, store: GraphStore, run: str) -> Path | None:
     """The run's archive folder (None: it has none)."""
     _, run_idx = resolve_run(store, run)
-    return archive.run_archive(db, store, run_idx)
+    kept = archive.run_archive(db, store, run_idx)
+    return kept.folder if kept is not None else None
 
 
 def remove_run(store: GraphStore, run: str) -> int:

@@ -90,6 +90,7 @@ RUN = NodeTable(
         ("tool_version", STR),
         ("world_size", I64),
         ("edge_counts", STR),
+        ("archive_hashes", STR),  # JSON: each run-archive file's sha256, by its name there
     ),
     primary_key="name",
 )
@@ -137,6 +138,7 @@ EDGE_SET = NodeTable(
         ("window", STR),
         ("ranks", STR),
         ("created_at", STR),
+        ("copy_hash", STR),  # sha256 of the set's Parquet copy (`copies`); NULL: none written
     ),
 )
 
@@ -205,6 +207,16 @@ def ddl() -> list[str]:
         cols = "".join(f", `{c.name}` {_KUZU_TYPES[c.type]}" for c in r.columns)
         out.append(f"CREATE REL TABLE IF NOT EXISTS {r.label}({pairs}{cols})")
     return out
+
+
+def added_columns(table: NodeTable, present: set[str]) -> list[str]:
+    """ALTER statements adding the table's columns a database made by an older tracegraph
+    lacks (new columns come last in a table, so load order stays column order)."""
+    return [
+        f"ALTER TABLE {table.label} ADD `{c.name}` {_KUZU_TYPES[c.type]}"
+        for c in table.columns
+        if c.name not in present
+    ]
 
 
 # Identity: (run_idx, rank, ev_idx) packed into one INT64 key.

@@ -158,9 +158,19 @@ class GraphStore:
         self.paused = False
 
     def create_schema(self) -> None:
+        """Create the tables a database lacks, and the properties added since an older
+        tracegraph made it (NULL on its rows)."""
         self.resume()
         for statement in schema.ddl():
             self._conn.execute(statement)
+        for table in schema.NODE_TABLES:
+            for statement in schema.added_columns(table, self.properties(table.label)):
+                self._conn.execute(statement)
+
+    def properties(self, label: str) -> set[str]:
+        """The property names of table `label` as this database holds it."""
+        table = self.run(f"CALL table_info('{label}') RETURN name").table
+        return set(table["name"].to_pylist())
 
     def recreate_rel_table(self, label: str) -> None:
         """Drop relationship table `label` and create it empty (in the open write): far cheaper

@@ -9,15 +9,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest import archive, schema
+from tracegraph.ingest.archive import RunArchive
 from tracegraph.ingest.edgesets import copies
-from tracegraph.ingest.edgesets.records import edge_set_copy_keys, rank_outcomes
+from tracegraph.ingest.edgesets.records import edge_set_copies, rank_outcomes
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.runs import resolve_run
 from tracegraph.ingest.store import GraphStore
@@ -131,11 +131,11 @@ def diff_edge_sets(
     """Compare edge sets `a` and `b` of one run (the only run holding both, unless named)."""
     run = _common_run(store, a, b, run)
     _, run_idx = resolve_run(store, run)
-    folder, keys = _archive_of(store, run, run_idx)
-    left = _edges(store, a, run_idx, edge_type, rank, (folder, keys.get(a)))
-    right = _edges(store, b, run_idx, edge_type, rank, (folder, keys.get(b)))
+    kept, sets = _archive_of(store, run, run_idx)
+    left = _edges(store, a, run_idx, edge_type, rank, (kept, sets.get(a)))
+    right = _edges(store, b, run_idx, edge_type, rank, (kept, sets.get(b)))
     joined = _outer_join(left, right)
-    edges = _differing(joined, lambda rows: _described(store, run_idx, rank, rows, folder))
+    edges = _differing(joined, lambda rows: _described(store, run_idx, rank, rows, kept))
     return EdgeSetDiff(run, a, b, _counts(joined), _path_lengths(store, a, b, run, rank), edges)
 
 
@@ -161,13 +161,13 @@ def _edges(
     run_idx: int,
     edge_type: str | None,
     rank: int | None,
-    copy: tuple[Path | None, str | None] = (None, None),
+    copy: tuple[RunArchive | None, copies.SetCopy | None] = (None, None),
 ) -> pa.Table:
     """The set's edges: from its Parquet copy in the run archive where it has one (`copies`),
     else from the database."""
-    folder, key = copy
-    if key is not None:
-        table = copies.read_copy(folder, key, edge_type, rank)
+    kept, set_copy = copy
+    if set_copy is not None:
+        table = copies.read_copy(kept, set_copy, edge_type, rank)
         if table is not None:
             return table
     params: dict[str, object] = {"edge_set": name}
@@ -180,11 +180,15 @@ def _edges(
 
 
 def _described(
-    store: GraphStore, run_idx: int, rank: int | None, rows: pa.Table, folder: Path | None = None
+    store: GraphStore,
+    run_idx: int,
+    rank: int | None,
+    rows: pa.Table,
+    kept: RunArchive | None = None,
 ) -> pa.Table:
     """`rows` with each endpoint's label, name, start, duration and thread (read from the run
     archive's events where it holds every endpoint, else from the database)."""
-    nodes = _archived_nodes(folder, run_idx, rows) if folder is not None else None
+    nodes = _archived_nodes(kept, run_idx, rows) if kept is not None else None
     if nodes is None:
         # a cross-rank edge of rank `rank` ends on another rank: then every rank's nodes
         only = rank if set(np.unique(schema.key_rank(_ends(rows))).tolist()) <= {rank} else None
@@ -211,17 +215,19 @@ def _database_nodes(store: GraphStore, run_idx: int, rank: int | None) -> pa.Tab
     parts = []
     for label in ("Op", "Runtime", "Kernel"):
         table = store.run(_NODES.format(label=label, where=id_filter("n", run_idx, rank))).table
-        parts.append(table.append_column("label", pa.array([label] * table.num_rows)))
+        # typed: a label without rows (a CPU-only run's Kernel) gave a null column, which
+        # then did not concatenate with the others'
+        parts.append(table.append_column("label", pa.array([label] * table.num_rows, pa.string())))
     return pa.concat_tables(parts).sort_by("id")
 
 
-def _archived_nodes(folder: Path, run_idx: int, rows: pa.Table) -> pa.Table | None:
+def _archived_nodes(kept: RunArchive, run_idx: int, rows: pa.Table) -> pa.Table | None:
     """The events of the ranks `rows` touch, from the run archive, sorted by id; None where a
     rank's rows are not there or an endpoint is not among them."""
     ends = _ends(rows)
     parts = []
     for rank in np.unique(schema.key_rank(ends)).tolist():
-        events = archive.read_rank(folder, rank, columns=["ev_idx", *DESCRIBED])
+        events = archive.read_rank(kept, rank, columns=["ev_idx", *DESCRIBED])
         if events is None:
             return None
         events = events.filter(pc.is_in(events["label"], pa.array(list(schema.EVENT_LABELS))))
@@ -246,9 +252,11 @@ def _ends(rows: pa.Table) -> np.ndarray:
     return np.concatenate([rows["src"].to_numpy(), rows["dst"].to_numpy()])
 
 
-def _archive_of(store: GraphStore, run: str, run_idx: int) -> tuple[Path | None, dict[str, str]]:
-    """The run's archive folder (the sets' copies, the events) and each set's copy key."""
-    return archive.run_archive(store.path, store, run_idx), edge_set_copy_keys(store, run, run_idx)
+def _archive_of(
+    store: GraphStore, run: str, run_idx: int
+) -> tuple[RunArchive | None, dict[str, copies.SetCopy]]:
+    """The run's archive (the sets' copies, the events) and each set's copy."""
+    return archive.run_archive(store.path, store, run_idx), edge_set_copies(store, run, run_idx)
 
 
 def _no_nodes() -> pa.Table:
@@ -414,11 +422,11 @@ def chakra_view(store: GraphStore, run: str, edge_sets: list[str]) -> pa.Table:
     """Per rank and edge set: sync edges in the whole graph vs on the critical path (from the
     sets' Parquet copies where each has one)."""
     _, run_idx = resolve_run(store, run)
-    folder, keys = _archive_of(store, run, run_idx)
+    kept, sets = _archive_of(store, run, run_idx)
     parts = []
     for name in dict.fromkeys(edge_sets):  # a set compared with itself: its rows once
-        key = keys.get(name)
-        syncs = copies.read_copy(folder, key, "sync_dependency") if key is not None else None
+        set_copy = sets.get(name)
+        syncs = copies.read_copy(kept, set_copy, "sync_dependency") if set_copy else None
         if syncs is None:
             return _chakra_view_from_database(store, run, edge_sets)
         flag = pc.cast(syncs["on_critical_path"], pa.int64())

@@ -126,6 +126,7 @@ def edge_set_row(
         "ranks": json.dumps(ranks, sort_keys=True),
         # to the µs: with the run and name, what names the set's copy (`copies.copy_key`)
         "created_at": datetime.now(UTC).isoformat(timespec="microseconds"),
+        "copy_hash": None,  # set where the write keeps a copy (`write_edge_sets`)
     }
 
 
@@ -265,19 +266,22 @@ def write_edge_sets(
                 raise EdgeSetError(
                     f"{db}: run '{source.run}' changed while its edges were built; try again"
                 )
-            folder = archive.run_archive(db, store, source.run_idx)
+            kept = archive.run_archive(db, store, source.run_idx)
+            folder = kept.folder if kept is not None else None
             names = [str(r["name"]) for r, _ in sets]
-            before = edge_set_copy_keys(store, source.run, source.run_idx)
-            replaced = {before[name] for name in names if name in before}
+            before = edge_set_copies(store, source.run, source.run_idx)
+            replaced = {before[name].key for name in names if name in before}
             remove_edge_sets(store, source.run, source.run_idx, names)
             for row, edges in sets:
                 loaded += store.copy_edges("DEP", edges)
-                store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
+                copy = None
                 if folder is not None:
                     key = copies.copy_key(source.run_idx, str(row["name"]), str(row["created_at"]))
-                    path = copies.write_copy(folder, key, edges)
-                    if path is not None:
-                        written.append(path)
+                    copy = copies.write_copy(folder, key, edges)
+                if copy is not None:
+                    written.append(copy[0])
+                    row = {**row, "copy_hash": copy[1]}  # in the write that makes it current
+                store.copy("EdgeSet", schema.conform(pa.Table.from_pylist([row]), schema.EDGE_SET))
             if inferred_syncs is not None:
                 # Validated integers inlined: Kuzu types an integer parameter by its value.
                 store.run(
@@ -295,16 +299,17 @@ def write_edge_sets(
     return loaded
 
 
-def edge_set_copy_keys(store: GraphStore, run: str, run_idx: int) -> dict[str, str]:
-    """Each edge set of the run, by name: the key of its Parquet copy (`copies`)."""
+def edge_set_copies(store: GraphStore, run: str, run_idx: int) -> dict[str, copies.SetCopy]:
+    """Each edge set of the run, by name: the key and content hash of its Parquet copy
+    (`copies`)."""
+    digest = "e.copy_hash" if "copy_hash" in store.properties("EdgeSet") else "NULL"
     table = store.run(
-        "MATCH (e:EdgeSet) WHERE e.run = $run RETURN e.name AS name, e.created_at AS at",
+        "MATCH (e:EdgeSet) WHERE e.run = $run "
+        f"RETURN e.name AS name, e.created_at AS at, {digest} AS digest",
         {"run": run},
     ).table
-    return {
-        name: copies.copy_key(run_idx, name, at)
-        for name, at in zip(table["name"].to_pylist(), table["at"].to_pylist(), strict=True)
-    }
+    rows = zip(*(table[c].to_pylist() for c in ("name", "at", "digest")), strict=True)
+    return {name: copies.SetCopy(copies.copy_key(run_idx, name, at), d) for name, at, d in rows}
 
 
 def pid_ranks(store: GraphStore, run_idx: int) -> dict[int, int]:

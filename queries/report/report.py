@@ -204,12 +204,14 @@ def _rank_sources(
 ) -> Iterator[FrameSource]:
     """Each rank's archived rows, one rank held at a time (a run ingested before archives:
     re-read from its traces)."""
-    folder = run_archive(db, store, source.run_idx)
-    if folder is not None:
+    kept = run_archive(db, store, source.run_idx)
+    if kept is not None:
         for rank in ranks:
-            rows = read_rank(folder, rank)
+            rows = read_rank(kept, rank)
             if rows is None:
-                raise ReportError(f"{folder}: the run's archive lacks rank {rank}; re-ingest it")
+                raise ReportError(
+                    f"{kept.folder}: the run's archive lacks rank {rank}; re-ingest it"
+                )
             yield FrameSource(rank, rows)
         return
     files = {r: source.files[r] for r in ranks}

@@ -160,6 +160,7 @@ def _edge_set_row(name: str, table: pa.Table) -> pa.Table:
         "window": json.dumps({"whole_trace": True}),
         "ranks": json.dumps(ranks),
         "created_at": "2026-01-01T00:00:00+00:00",
+        "copy_hash": None,  # no Parquet copy: the diff reads these sets from the database
     }
     return pa.Table.from_pylist([row])
 

@@ -54,7 +54,8 @@ def archive_folders(db: Path, store: GraphStore) -> set[str]:
     """The runs whose archive folder is in place (rank rows and trace bytes both there)."""
     owned = {}
     for r in rows(store, "MATCH (r:Run) RETURN r.name AS name, r.run_idx AS idx"):
-        folder = archive.run_archive(db, store, r["idx"])
+        kept = archive.run_archive(db, store, r["idx"])
+        folder = kept.folder if kept is not None else None
         if folder is not None and list(folder.glob("rank-*.parquet")):
             assert list((folder / archive.SOURCES).iterdir()), folder
             owned[r["name"]] = folder

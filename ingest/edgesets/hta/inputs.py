@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ... import schema
-from ...archive import run_archive, source_copy
+from ...archive import RunArchive, run_archive, source_copy
 from ...errors import TraceFormatError
 from ...parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
 from ...store import GraphStore
@@ -43,7 +43,7 @@ class RunNodes:
     node_labels: np.ndarray
     pid_ranks: dict[int, int]  # pids whose event nodes all belong to one rank
     ingested_at: str
-    archive: Path | None  # the run's archive folder (None: ingested before archives)
+    archive: RunArchive | None  # the run's archive (None: ingested before archives)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ...archive import read_rank
+from ...archive import RunArchive, read_rank
 from ...parse import ParseOptions, RankTrace, parse_file
 from ..errors import EdgeSetError
 from .cache import load_sources, store_sources
@@ -27,7 +27,7 @@ def rank_sources(
     files: dict[int, str],
     counts: dict[int, int],
     pid_ranks: dict[int, int],
-    archive: Path | None = None,
+    archive: RunArchive | None = None,
 ) -> list[FrameSource]:
     """Each rank's frame source: from the run's archive, else (a run ingested before archives
     existed) from the cache, else re-read from its file (and cached)."""
@@ -36,7 +36,8 @@ def rank_sources(
         missing = [rank for rank, rows in archived.items() if rows is None]
         if missing:
             raise EdgeSetError(
-                f"{archive}: the run's archive lacks rank(s) {missing[:5]}; re-ingest the run"
+                f"{archive.folder}: the run's archive lacks rank(s) {missing[:5]}; re-ingest "
+                "the run"
             )
         return [FrameSource(rank, rows) for rank, rows in archived.items() if rows is not None]
     by_file: dict[str, list[int]] = {}

@@ -44,17 +44,18 @@ def dep_rows(store: GraphStore, name: str) -> list[tuple]:
 
 
 def copy_of(store: GraphStore, db: Path, name: str) -> pa.Table | None:
-    folder = archive.run_archive(db, store, 0)
-    return copies.read_copy(folder, records.edge_set_copy_keys(store, "ddp", 0)[name])
+    kept = archive.run_archive(db, store, 0)
+    return copies.read_copy(kept, records.edge_set_copies(store, "ddp", 0)[name])
 
 
 @needs_traces
 def test_a_copy_holds_exactly_its_sets_rows(job_db: Path) -> None:
     with GraphStore(job_db, read_only=True) as store:
-        folder = archive.run_archive(job_db, store, 0)
-        assert folder is not None
-        keys = records.edge_set_copy_keys(store, "ddp", 0)
-        assert {p.stem for p in (folder / copies.FOLDER).glob("*.parquet")} == set(keys.values())
+        kept = archive.run_archive(job_db, store, 0)
+        assert kept is not None
+        keys = {n: c.key for n, c in records.edge_set_copies(store, "ddp", 0).items()}
+        on_disk = {p.stem for p in (kept.folder / copies.FOLDER).glob("*.parquet")}
+        assert on_disk == set(keys.values())
         for name in SETS:
             copy = copy_of(store, job_db, name)
             assert copy is not None
@@ -72,20 +73,21 @@ def test_a_replaced_set_leaves_one_copy_and_a_failed_write_none(
     shutil.copyfile(job_db, db)
     shutil.copytree(archive.archive_root(job_db), archive.archive_root(db))
     with GraphStore(db, read_only=True) as store:
-        before_keys = records.edge_set_copy_keys(store, "ddp", 0)
+        before_keys = {n: c.key for n, c in records.edge_set_copies(store, "ddp", 0).items()}
     build_native_edge_set(db, options=emulate("hta-0.5.0"))  # replaced
     with GraphStore(db, read_only=True) as store:
-        folder = archive.run_archive(db, store, 0)
-        keys = records.edge_set_copy_keys(store, "ddp", 0)
-    assert folder is not None and keys.keys() == before_keys.keys()
+        kept = archive.run_archive(db, store, 0)
+        keys = {n: c.key for n, c in records.edge_set_copies(store, "ddp", 0).items()}
+    assert kept is not None and keys.keys() == before_keys.keys()
+    folder = kept.folder
     assert keys["native:hta-0.5.0"] != before_keys["native:hta-0.5.0"]
     files = {p.stem for p in (folder / copies.FOLDER).iterdir()}
     assert files == set(keys.values())  # the replaced set's copy is gone
 
-    def broken(*args: object) -> dict[str, str]:
+    def broken(*args: object) -> dict[str, copies.SetCopy]:
         raise RuntimeError("the write fails after the copies were written")
 
-    monkeypatch.setattr(records, "edge_set_copy_keys", broken)
+    monkeypatch.setattr(records, "edge_set_copies", broken)
     before = db.read_bytes()
     with pytest.raises(RuntimeError, match="write fails"):
         build_native_edge_set(db, options=emulate("hta-0.5.0"))
@@ -151,8 +153,9 @@ def test_a_copy_that_cannot_be_written_leaves_the_build_and_the_diff_whole(
     shutil.copyfile(job_db, db)
     shutil.copytree(archive.archive_root(job_db), archive.archive_root(db))
     with GraphStore(db, read_only=True) as store:
-        folder = archive.run_archive(db, store, 0)
-    assert folder is not None
+        kept = archive.run_archive(db, store, 0)
+    assert kept is not None
+    folder = kept.folder
     shutil.rmtree(folder / copies.FOLDER)
     (folder / copies.FOLDER).write_text("not a folder")
     build_native_edge_set(db, options=emulate("hta-0.5.0"))
