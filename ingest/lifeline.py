@@ -2,9 +2,10 @@
 
 Two ways, both for a `kill -9` of an ingest, which runs no clean-up of its own:
 - `die_with_parent`, a pool worker's initializer: the kernel kills the worker with its parent.
-- `Reaper`, a watcher process: when this process dies, it kills each process this one started
-  meanwhile and their descendants (a local Ray instance's daemons: Ray binds its GCS and raylet
-  to the driver itself, but not the agents the raylet starts, which outlive a killed driver).
+- `Reaper`, a watcher process: when this process dies (or stops it), it kills each process
+  this one started meanwhile and their descendants (a local Ray instance's daemons: Ray binds
+  its GCS and raylet to the driver itself, but not the agents the raylet starts, which outlive
+  a killed driver).
 
 Only the standard library: a spawned worker imports this module before its first task (so the
 time in which it could outlive a killed parent unnoticed is its interpreter's start-up alone),
@@ -42,9 +43,12 @@ def die_with_parent(parent: int) -> None:
 
 
 class Reaper:
-    """A watcher process which, should this process die before `stop`, kills every process
-    this one started since (children and their descendants, found every `POLL_S` seconds);
-    `stop` lets them be. Where there is no /proc (not Linux) it does nothing."""
+    """A watcher process which, when this process dies or calls `stop`, kills every process
+    this one started meanwhile (children and their descendants, found every `POLL_S` seconds)
+    that is still alive: for a local Ray instance, which `ray.shutdown` ends but for its
+    agents, and which an interrupt during `ray.init` leaves running. (Children that another
+    thread of this process starts meanwhile would be killed too.) Where there is no /proc
+    (not Linux) it does nothing."""
 
     def __init__(self) -> None:
         self.watcher: subprocess.Popen[bytes] | None = None
@@ -59,35 +63,28 @@ class Reaper:
         )
 
     def stop(self) -> None:
-        """End the watcher, killing nothing."""
+        """Kill what this process started meanwhile now, and end the watcher."""
         if self.watcher is None or self.watcher.stdin is None:
             return
-        try:
-            self.watcher.stdin.write(b"stop")
-            self.watcher.stdin.close()
-        except OSError:  # it is gone already
-            pass
+        self.watcher.stdin.close()
         self.watcher.wait()
         self.watcher = None
 
 
 def _watch(parent: int, excluded: set[int]) -> None:
-    """The watcher: track `parent`'s new descendants until its pipe on stdin says stop or
-    closes (the parent died: then kill them)."""
+    """The watcher: track `parent`'s new descendants until its pipe on stdin closes (the
+    parent died or stops it), then kill them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the parent's to handle
     excluded.add(os.getpid())
     tracked: dict[int, int] = {}  # pid: its start time (a pid may be reused)
-    while True:
-        readable, _, _ = select.select([0], [], [], POLL_S)
+    while not select.select([0], [], [], POLL_S)[0]:
         tracked.update(_descendants(parent, excluded))
-        if readable:
-            if os.read(0, 16):  # stop
-                return
-            break
+    tracked.update(_descendants(parent, excluded))
     for root in list(tracked):  # what the tracked started since the last look
         tracked.update(_descendants(root, excluded))
+    alive = _processes()
     for pid, started in tracked.items():
-        if _processes().get(pid, (0, -1))[1] == started:
+        if alive.get(pid, (0, -1))[1] == started:
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
