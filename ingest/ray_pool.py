@@ -189,7 +189,9 @@ def _answers_http2(conn: socket.socket) -> bool:
 
 def _gcs_answers(ray: Any, address: str) -> bool:
     """Whether a GCS at `address` answers Ray's first request (its cluster id) in time."""
-    client_type = ray._raylet.InnerGcsClient  # the client ray.init connects with
+    client_type = getattr(ray._raylet, "InnerGcsClient", None)  # the one ray.init uses
+    if client_type is None:  # a Ray without it (private): ray.init's own wait decides
+        return True
     try:
         with _stderr_silenced():  # its C++ logs a warning line when no reply comes
             client = client_type.standalone(address, None, int(GCS_REPLY_TIMEOUT_S * 1000))
