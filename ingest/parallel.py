@@ -15,16 +15,15 @@ workers: a worker would hold all of its ranks at once.
 Workers are started fresh (`spawn`: the main process holds an open Kuzu database, which a forked
 child must not inherit) without the main script (they need none of it, and a script without
 an `if __name__ == "__main__"` guard would run again in each); on Linux they die with the main
-process, and a failure or interrupt terminates them at once.
+process (see `lifeline`), and a failure or interrupt terminates them at once.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import multiprocessing
+import os
 import pickle
-import signal
 import sys
 import time
 from collections import deque
@@ -39,6 +38,7 @@ import pyarrow as pa
 
 from .archive import is_partial_of, write_rank
 from .errors import IngestError, TraceFormatError
+from .lifeline import die_with_parent
 from .memory import returning_memory
 from .parse import ParseOptions
 from .prepare import PreparedRank, prepare_rank
@@ -215,7 +215,8 @@ class ProcessFilePool:
             self.pool = ProcessPoolExecutor(
                 max_workers=jobs,
                 mp_context=multiprocessing.get_context("spawn"),
-                initializer=_die_with_parent,
+                initializer=die_with_parent,
+                initargs=(os.getpid(),),
             )
 
     def submit(
@@ -329,17 +330,6 @@ def _main_hidden() -> Iterator[None]:
     finally:
         for key, value in saved.items():
             setattr(main, key, value)
-
-
-def _die_with_parent() -> None:
-    """In each worker: Linux kills it when the main process dies (elsewhere: nothing)."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):
-        pass
-
-
-PR_SET_PDEATHSIG = 1
 
 
 def _in_process(

@@ -7,6 +7,7 @@ the run's partial archive (this machine, or a shared disk) and sends them back w
 not; it spills to its own node's temp folder. The trace files must be readable at the same
 path on every node (NFS, or a local instance).
 A task is retried where its worker or node is lost (the work is pure), never on a trace error.
+A local instance (`--ray local`) ends with the ingest, a killed one too (`lifeline.Reaper`).
 
 Ray is an optional extra (`tracegraph[ray]`); only this module imports it.
 """
@@ -14,11 +15,16 @@ Ray is an optional extra (`tracegraph[ray]`); only this module imports it.
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from .errors import IngestError, TracegraphError
+from .lifeline import Reaper
 from .parallel import FileOutcome, WorkerLost, prepare_file
 
 if TYPE_CHECKING:
@@ -41,6 +47,8 @@ class RayFilePool:
     ) -> None:
         self.ray = _ray()
         self.started = False
+        # a local instance's daemons killed should this process be (see `lifeline`)
+        self.reaper = Reaper() if address == "local" and not self.ray.is_initialized() else None
         try:
             self.started = _connect(self.ray, address)
             cpus = int(self.ray.cluster_resources().get("CPU", 1))
@@ -49,6 +57,7 @@ class RayFilePool:
         except BaseException:  # an interrupt during start-up too: no Ray processes left behind
             if self.started or (address == "local" and self.ray.is_initialized()):
                 self.ray.shutdown()
+            self._stop_reaper()
             raise
         self.refs: list[Any] = []
         self.archive = archive or (None, None)
@@ -87,6 +96,12 @@ class RayFilePool:
         self.refs.clear()
         if self.started:
             self.ray.shutdown()
+        self._stop_reaper()
+
+    def _stop_reaper(self) -> None:
+        if self.reaper is not None:
+            self.reaper.stop()
+            self.reaper = None
 
 
 def _ray() -> Any:
@@ -103,7 +118,7 @@ def _connect(ray: Any, address: str) -> bool:
     """Join the cluster at `address` ('auto': the one running here, 'local': a new instance on
     this machine); True when this call connected (and so disconnects at the end). A Ray that
     the caller initialized itself is used as it is."""
-    _check_answers(address)
+    _check_answers(ray, address)
     if ray.is_initialized():
         return False
     quiet = {"logging_level": logging.WARNING, "log_to_driver": False}
@@ -122,10 +137,11 @@ def _connect(ray: Any, address: str) -> bool:
     return True
 
 
-def _check_answers(address: str) -> None:
-    """A HOST:PORT where nothing listens, or where something other than a gRPC server (Ray's
-    GCS) answers, is an error now: Ray itself retries for minutes (measured: an HTTP server
-    given as the address kept `ray.init` waiting over 150 s)."""
+def _check_answers(ray: Any, address: str) -> None:
+    """A HOST:PORT where nothing listens, or where something other than Ray's GCS answers, is
+    an error now: Ray itself retries for minutes (measured: an HTTP server given as the address
+    kept `ray.init` waiting over 150 s; a gRPC server, or an HTTP/2 listener that sends one
+    SETTINGS frame, minutes too)."""
     if address in ("auto", "local") or "://" in address:
         return
     host, _, port = address.rpartition(":")
@@ -133,7 +149,7 @@ def _check_answers(address: str) -> None:
         raise IngestError(f"--ray {address}: not auto, local, HOST:PORT or ray://HOST:PORT")
     try:
         with socket.create_connection((host, int(port)), timeout=CONNECT_TIMEOUT_S) as conn:
-            speaks_grpc = _answers_http2(conn)
+            speaks_grpc = _answers_http2(conn)  # at once, where not (Ray's client takes 15 s)
     except OSError as exc:
         raise IngestError(f"--ray {address}: no Ray cluster answers there ({exc})") from None
     if not speaks_grpc:
@@ -141,9 +157,15 @@ def _check_answers(address: str) -> None:
             f"--ray {address}: something answers there, but not a Ray cluster (no gRPC); "
             "give the head node's GCS address (`ray start --head` prints it)"
         )
+    if not _gcs_answers(ray, address):
+        raise IngestError(
+            f"--ray {address}: a gRPC server answers there, but not a Ray cluster (no GCS "
+            f"reply in {GCS_REPLY_TIMEOUT_S:g} s); give the head node's GCS address"
+        )
 
 
 CONNECT_TIMEOUT_S = 5.0
+GCS_REPLY_TIMEOUT_S = 3.0
 # An HTTP/2 client's connection preface and an empty SETTINGS frame: a gRPC server (Ray's GCS
 # is one) answers with a SETTINGS frame of its own; an HTTP/1 server, or another protocol, not.
 _HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
@@ -163,6 +185,33 @@ def _answers_http2(conn: socket.socket) -> bool:
     except OSError:  # a timeout, or the server reset the connection
         return False
     return head[3] == _SETTINGS
+
+
+def _gcs_answers(ray: Any, address: str) -> bool:
+    """Whether a GCS at `address` answers Ray's first request (its cluster id) in time."""
+    client_type = getattr(ray._raylet, "InnerGcsClient", None)  # the one ray.init uses
+    if client_type is None:  # a Ray without it (private): ray.init's own wait decides
+        return True
+    try:
+        with _stderr_silenced():  # its C++ logs a warning line when no reply comes
+            client = client_type.standalone(address, None, int(GCS_REPLY_TIMEOUT_S * 1000))
+            return not client.cluster_id.is_nil()
+    except ray.exceptions.RayError:
+        return False
+
+
+@contextmanager
+def _stderr_silenced() -> Iterator[None]:
+    """File descriptor 2 points at /dev/null meanwhile (C++ code writes there directly)."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "wb") as null:
+            os.dup2(null.fileno(), 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -4,7 +4,13 @@ same archive and the same errors as one process."""
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -199,3 +205,78 @@ def test_every_worker_has_a_file_while_one_is_loaded() -> None:
         assert len(pool.submitted) == min(handle + 1 + pool.slots, len(files))
     assert taken == list(range(len(files)))
     assert pool.submitted == files
+
+
+def session_processes(session: int) -> list[str]:
+    """The command lines of the live processes of the session `session` (from /proc)."""
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            stat = Path(f"/proc/{name}/stat").read_bytes()
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+        except (OSError, ValueError):  # not a process, or it ended meanwhile
+            continue
+        fields = stat[stat.rindex(b")") + 2 :].split()  # state, ppid, pgrp, session, ...
+        if fields[0] != b"Z" and int(fields[3]) == session:
+            found.append(cmdline.replace(b"\0", b" ").decode(errors="replace").strip())
+    return found
+
+
+def kill_mid_ingest(
+    folder: Path, db: Path, options: list[str], ready: Callable[[list[str]], bool]
+) -> int:
+    """Start `tracegraph ingest` in a session of its own, kill -9 it once `ready(its session's
+    command lines)`, while it still works; the session's id (its pid)."""
+    cli = shutil.which("tracegraph", path=os.path.dirname(sys.executable))
+    assert cli is not None
+    args = [cli, "ingest", str(folder), "--db", str(db), *options]
+    process = subprocess.Popen(args, start_new_session=True, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not ready(session_processes(process.pid)):
+            assert process.poll() is None and time.monotonic() < deadline, "it ended first"
+            time.sleep(0.01)
+        assert process.poll() is None, "it ended first"
+    finally:
+        process.kill()
+        process.wait()
+    return process.pid
+
+
+def survivors(session: int, within_s: float) -> list[str]:
+    """The session's processes still alive `within_s` seconds after now (none: at once)."""
+    deadline = time.monotonic() + within_s
+    while (left := session_processes(session)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return left
+
+
+def kill_leaves_nothing(session: int, within_s: float) -> None:
+    left = survivors(session, within_s)
+    for_cleanup = [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    for pid in for_cleanup if left else []:  # this test's own leftovers, so as not to leak
+        try:
+            if os.getsid(pid) == session:
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert left == [], f"alive {within_s} s after the kill"
+
+
+@pytest.mark.parametrize("after_s", [0.0, 1.0])
+def test_a_killed_ingest_leaves_no_worker(after_s: float, tmp_path: Path) -> None:
+    """kill -9 of `ingest --jobs 2` as its workers start (before their first task: the parent
+    can die before a worker has asked to die with it) and mid-work: its workers (and
+    multiprocessing's resource tracker) are gone within 1 s."""
+    folder = tmp_path / "job"
+    write_per_rank(SyntheticConfig(ranks=8, steps=10, layers=8), folder)
+    started: list[float] = []
+
+    def workers_started(processes: list[str]) -> bool:
+        if sum("spawn_main" in p for p in processes) < 2:
+            return False
+        started.append(started[0] if started else time.monotonic())
+        return time.monotonic() >= started[0] + after_s
+
+    session = kill_mid_ingest(folder, tmp_path / "x.kuzu", ["--jobs", "2"], workers_started)
+    kill_leaves_nothing(session, within_s=1.0)

@@ -9,6 +9,8 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,7 +21,7 @@ from tracegraph.ingest.errors import IngestError, TraceFormatError
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 from ..conftest import TRACES, needs_traces
-from .test_parallel import archived, dump
+from .test_parallel import archived, dump, kill_leaves_nothing, kill_mid_ingest
 
 ray = pytest.importorskip("ray", reason="the ray extra (tracegraph[ray]) is not installed")
 
@@ -109,10 +111,10 @@ def test_no_cluster_is_one_line_and_exit_2(tmp_path: Path) -> None:
         ingest(files, db, IngestOptions(ray="somewhere"))
 
 
-def tracegraph(*args: str) -> subprocess.CompletedProcess[str]:
+def tracegraph(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     cli = shutil.which("tracegraph", path=os.path.dirname(sys.executable))
     assert cli is not None
-    return subprocess.run([cli, *args], capture_output=True, text=True, timeout=300)
+    return subprocess.run([cli, *args], capture_output=True, text=True, timeout=timeout)
 
 
 def free_address() -> str:
@@ -126,7 +128,6 @@ def test_a_service_that_is_not_ray_is_one_line_and_exit_2(tmp_path: Path) -> Non
     """An HTTP server given as the cluster's address: refused at once (Ray's own connect kept
     waiting over 150 s), while the test above joins a real GCS through the same check."""
     import http.server
-    import threading
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -141,3 +142,50 @@ def test_a_service_that_is_not_ray_is_one_line_and_exit_2(tmp_path: Path) -> Non
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "not a Ray cluster" in done.stderr
     assert not db.exists()
+
+
+def test_an_http2_server_that_is_not_ray_is_refused_in_seconds(tmp_path: Path) -> None:
+    """A listener that answers an HTTP/2 client's preface with a SETTINGS frame, and then
+    nothing, as any gRPC server would: no GCS reply, so refused within seconds (the check was
+    that SETTINGS frame; Ray's own connect then kept waiting for minutes)."""
+    server = socket.create_server(("127.0.0.1", 0))
+    held: list[socket.socket] = []
+
+    def settings_only() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            held.append(conn)
+            conn.sendall(b"\x00\x00\x00\x04\x00\x00\x00\x00\x00")  # SETTINGS, empty
+
+    threading.Thread(target=settings_only, daemon=True).start()
+    files = write_per_rank(SyntheticConfig(ranks=1, steps=1, layers=1), tmp_path / "job")
+    db = tmp_path / "h2.kuzu"
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    started = time.monotonic()
+    try:
+        done = tracegraph("ingest", str(files[0]), "--db", str(db), "--ray", address, timeout=60)
+    finally:
+        server.close()
+        for conn in held:
+            conn.close()
+    assert time.monotonic() - started < 30
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().count("\n") == 0 and "no GCS reply" in done.stderr
+    assert not db.exists()
+
+
+def test_a_killed_ingest_leaves_no_ray_daemon(tmp_path: Path) -> None:
+    """kill -9 of `ingest --ray local` mid-work: none of the local instance's processes is left
+    a few seconds later (Ray's raylet agents outlived the raylet, which dies with the driver)."""
+    folder = tmp_path / "job"
+    write_per_rank(SyntheticConfig(ranks=8, steps=10, layers=8), folder)
+    agents = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+
+    def agents_up(processes: list[str]) -> bool:
+        return all(any(p.startswith(agent) for p in processes) for agent in agents)
+
+    session = kill_mid_ingest(folder, tmp_path / "x.kuzu", ["--ray", "local"], agents_up)
+    kill_leaves_nothing(session, within_s=5.0)
