@@ -17,7 +17,7 @@ import io
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING
 
 from .errors import TracegraphError
 
@@ -36,7 +36,7 @@ def new_hash(data: bytes = b"") -> hashlib._Hash:
 class HashingFile(io.RawIOBase):
     """A binary file open for writing that hashes every byte written through it."""
 
-    def __init__(self, raw: BinaryIO) -> None:
+    def __init__(self, raw: IO[bytes]) -> None:
         super().__init__()
         self.raw, self.hash = raw, new_hash()
 
