@@ -33,7 +33,7 @@ from .queries.catalog import canned_query, check_run, coerce_params
 from .queries.crossrank import StepVerdict, step_verdicts
 from .queries.dependencies import dependency_edges
 from .queries.diff import EdgeSetDiff, diff_edge_sets
-from .queries.guard import check_read_only
+from .queries.guard import check_read_only, read_only_check
 from .queries.perfetto import write_chrome_trace
 from .queries.report import Report, build_report
 from .queries.report.compare import RunComparison, compare_runs
@@ -146,13 +146,18 @@ class Graph:
 
     # ---- reads -------------------------------------------------------------------------
     @contextmanager
-    def reading(self, timeout_ms: int = DEFAULT_TIMEOUT_MS) -> Iterator[GraphStore]:
-        """The database open read-only; a path that holds no tracegraph database is a
-        one-line TracegraphError."""
+    def reading(
+        self, timeout_ms: int = DEFAULT_TIMEOUT_MS, *, allow_files: bool = False
+    ) -> Iterator[GraphStore]:
+        """The database open read-only, for several queries in one open. Its `run` takes what
+        `query` takes: a statement that writes, loads files (unless `allow_files`) or manages
+        the database is refused before it reaches Kuzu, and so is every write method. A path
+        that holds no tracegraph database is a one-line TracegraphError."""
         problem = file_problem(self.path)
         if problem is not None:
             raise TracegraphError(problem)
-        store = GraphStore(self.path, read_only=True, timeout_ms=timeout_ms)
+        check = read_only_check(allow_files)
+        store = GraphStore(self.path, read_only=True, timeout_ms=timeout_ms, check=check)
         try:
             problem, _ = store_problem(self.path, store)
             if problem is not None:
@@ -200,8 +205,8 @@ class Graph:
     ) -> pa.Table:
         """A read-only Cypher query with `$name` parameters as keywords; statements that write,
         load files (unless `allow_files`) or manage the database are refused before they run."""
-        check_read_only(cypher, allow_files=allow_files, params=params)
-        with self.reading(timeout_ms=int(timeout_s * 1000)) as store:
+        check_read_only(cypher, allow_files=allow_files, params=params)  # before the open
+        with self.reading(timeout_ms=int(timeout_s * 1000), allow_files=allow_files) as store:
             return store.run(cypher, params).table
 
     def canned(self, name: str, /, **params: object) -> pa.Table:

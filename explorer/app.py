@@ -24,6 +24,7 @@ from textual.reactive import reactive
 from textual.screen import Screen
 
 from tracegraph.ingest.store import GraphStore
+from tracegraph.queries.guard import read_only_check
 from tracegraph.queries.runs import RunRef
 from tracegraph.queries.usable import store_problem
 
@@ -51,8 +52,13 @@ def open_store(db: Path, timeout_s: float = DEFAULT_TIMEOUT_S) -> GraphStore:
     key = Path(db).resolve()
     with _STORES_LOCK:
         if key not in _STORES:
-            _STORES[key] = GraphStore(key, read_only=True, timeout_ms=int(timeout_s * 1000))
+            _STORES[key] = _read_only_store(key, timeout_s)
         return _STORES[key]
+
+
+def _read_only_store(db: Path, timeout_s: float) -> GraphStore:
+    """Every statement checked as the console's are: the app runs nothing that writes."""
+    return GraphStore(db, read_only=True, timeout_ms=int(timeout_s * 1000), check=read_only_check())
 
 
 def close_store(db: Path) -> None:
@@ -99,6 +105,7 @@ class TraceExplorer(App[int]):
         keys: dict[str, str] | None = None,
         mode: str = "overview",
         warm_up: bool = True,
+        served: bool = False,
     ) -> None:
         self.DEFAULT_MODE = mode  # type: ignore[misc]  # read by App.__init__: the first mode
         super().__init__()
@@ -116,6 +123,13 @@ class TraceExplorer(App[int]):
         self._own_stores: list[GraphStore] = []  # opened by reopen_if_replaced: closed at exit
         self.unusable: str | None = None  # why the database cannot be explored, once explained
         self.sub_title = str(self.db)
+        self._served = served
+
+    @property
+    def served(self) -> bool:
+        """Run for a browser client (`tracegraph serve`, or any web driver): nothing is
+        written on the server on its behalf; exports download to the browser."""
+        return self._served or self.is_web
 
     def on_mount(self) -> None:
         if self._keys:
@@ -221,9 +235,7 @@ class TraceExplorer(App[int]):
             now = _identity(self.db)
             if now is None or now == self._opened:
                 return False
-            fresh = GraphStore(
-                self.db.resolve(), read_only=True, timeout_ms=int(self.timeout_s * 1000)
-            )
+            fresh = _read_only_store(self.db.resolve(), self.timeout_s)
             self._own_stores.append(fresh)
             self.store, self._opened = fresh, now
             self._runs = self._problem = None
@@ -292,12 +304,18 @@ def _identity(db: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_mtime_ns, st.st_size)
 
 
-def run_app(db: Path, timeout_s: float = DEFAULT_TIMEOUT_S, keymap_file: Path | None = None) -> int:
-    """Open the explorer on `db` (read-only) until the user quits; the exit code."""
+def run_app(
+    db: Path,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    keymap_file: Path | None = None,
+    served: bool = False,
+) -> int:
+    """Open the explorer on `db` (read-only) until the user quits; the exit code. `served`:
+    for a browser client of `tracegraph serve` (see `TraceExplorer.served`)."""
     keys = keymap.load_keymap(keymap_file) if keymap_file else None
     store = open_store(db, timeout_s)
     try:
-        app = TraceExplorer(db, store, timeout_s, keys)
+        app = TraceExplorer(db, store, timeout_s, keys, served=served)
         try:
             app.run()
         finally:

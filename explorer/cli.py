@@ -65,6 +65,7 @@ from . import options, output
 from .cancellable import run_cancellable
 from .progress import stderr_progress
 from .report_view import write_comparison, write_report
+from .serve_access import DEFAULT_MAX_CLIENTS
 
 
 class UsageError(TracegraphError):
@@ -369,12 +370,34 @@ def _parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help='your keys, JSON or TOML: {"console.run_query": "ctrl+j"} (ids: docs/tui.md)',
     )
+    # what `serve` runs per browser tab: exports download to the browser, no history file
+    p.add_argument("--served", action="store_true", help=argparse.SUPPRESS)
     p.set_defaults(handler=_explore)
 
-    p = sub.add_parser("serve", help="the TUI in a browser (needs tracegraph[serve])")
+    p = sub.add_parser(
+        "serve",
+        help="the TUI in a browser (needs tracegraph[serve]); read-only, behind a token",
+        description="Serve the explorer to browsers at the printed URL, which carries a random "
+        "token every request needs. Clients read, never write: a console export downloads to "
+        "the browser. Requests from another web origin or to another host name are refused.",
+    )
     options.database(p)
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8000, help="port to listen on (default 8000)")
+    p.add_argument(
+        "--allow-remote",
+        action="store_true",
+        help="allow a --host other than loopback: anyone who reaches the port with the URL's "
+        "token reads the database, over plain HTTP",
+    )
+    p.add_argument(
+        "--max-clients",
+        type=_positive,
+        default=DEFAULT_MAX_CLIENTS,
+        metavar="N",
+        help=f"browser tabs served at once, each its own explorer of ~100 MB "
+        f"(default {DEFAULT_MAX_CLIENTS})",
+    )
     p.add_argument("--keymap", type=Path, metavar="FILE", help="your keys, as for explore")
     p.add_argument(
         "--public-url",
@@ -530,7 +553,8 @@ def _query(args: argparse.Namespace) -> int:
         raise UsageError(f"--timeout-s {args.timeout_s}: expected seconds >= 0")
     if args.limit is not None and args.limit < 1:
         raise UsageError(f"--limit {args.limit}: at least 1")
-    with _open(args.db, timeout_ms=int(args.timeout_s * 1000)) as store:
+    timeout_ms = int(args.timeout_s * 1000)
+    with _open(args.db, timeout_ms, allow_files=bool(args.allow_files)) as store:
         if args.canned:
             check_run(store, params)
         result = run_cancellable(store, cypher, params, args.timeout_s, args.limit)
@@ -1097,7 +1121,7 @@ def _explore(args: argparse.Namespace) -> int:
         raise UsageError(problem)
     if args.keymap is not None:
         load_keymap(args.keymap)  # a bad file is one line, before the app starts
-    return run_app(db, keymap_file=args.keymap)
+    return run_app(db, keymap_file=args.keymap, served=bool(getattr(args, "served", False)))
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -1109,7 +1133,15 @@ def _serve(args: argparse.Namespace) -> int:
         port=args.port,
         keymap_file=args.keymap,
         public_url=args.public_url,
+        allow_remote=args.allow_remote,
+        max_clients=args.max_clients,
     )
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
+    return int(text)
 
 
 def _port(text: str) -> int:
@@ -1118,9 +1150,12 @@ def _port(text: str) -> int:
     return int(text)
 
 
-def _open(db: Path, timeout_ms: int = 60_000) -> AbstractContextManager[GraphStore]:
-    """The database, read-only; a path that holds nothing to read is a one-line error."""
-    return tracegraph.open(db).reading(timeout_ms)
+def _open(
+    db: Path, timeout_ms: int = 60_000, allow_files: bool = False
+) -> AbstractContextManager[GraphStore]:
+    """The database, read-only (each statement checked by the guard); a path that holds
+    nothing to read is a one-line error."""
+    return tracegraph.open(db).reading(timeout_ms, allow_files=allow_files)
 
 
 if __name__ == "__main__":

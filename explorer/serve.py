@@ -1,9 +1,12 @@
 """`tracegraph serve`: the explorer in a browser, through textual-serve (the `serve` extra).
 
-textual-serve starts one `tracegraph explore DB` process per browser tab and relays its terminal
-over a websocket, so the served explorer is the terminal one. What can be refused (no extra, a
-database that cannot be explored, a bad keymap, a port in use) is refused here, before serving,
-as one TracegraphError line.
+textual-serve starts one `tracegraph explore DB --served` process per browser tab and relays its
+terminal over a websocket, so the served explorer is the terminal one, read-only: a served
+explorer writes no file on the server (a console export downloads to the browser, the query
+history stays in the tab). Who may connect is explorer/serve_access.py's: a token, this server's
+host names, its own origin, at most `max_clients` tabs at once. What can be refused (no extra, a
+database that cannot be explored, a bad keymap, a host beyond loopback without
+`allow_remote`, a port in use) is refused here, before serving, as one TracegraphError line.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import tracegraph
 from tracegraph.ingest.errors import TracegraphError
 
 from .keymap import load_keymap
+from .serve_access import DEFAULT_MAX_CLIENTS, Access, is_loopback
 
 EXTRA_HINT = "pip install 'tracegraph[serve]'"
 
@@ -28,7 +32,14 @@ class ServeError(TracegraphError):
 
 def explore_command(db: Path, keymap_file: Path | None = None) -> str:
     """The shell command textual-serve runs per browser tab: this Python's `tracegraph explore`."""
-    argv = [sys.executable, "-m", "tracegraph.explorer.cli", "explore", str(db.resolve())]
+    argv = [
+        sys.executable,
+        "-m",
+        "tracegraph.explorer.cli",
+        "explore",
+        str(db.resolve()),
+        "--served",
+    ]
     if keymap_file is not None:
         argv += ["--keymap", str(keymap_file.resolve())]
     return shlex.join(argv)
@@ -40,21 +51,38 @@ def serve(
     port: int = 8000,
     keymap_file: Path | None = None,
     public_url: str | None = None,
+    allow_remote: bool = False,
+    max_clients: int = DEFAULT_MAX_CLIENTS,
 ) -> int:
     """Serve the explorer on `db` at http://host:port until interrupted; the exit code.
     `public_url` is the address browsers reach it by, where that is not host:port (listening
-    on 0.0.0.0, behind a proxy)."""
+    on 0.0.0.0, behind a proxy); a host other than loopback needs `allow_remote`."""
     try:
-        from textual_serve.server import Server
+        from .serve_server import GuardedServer
     except ImportError as exc:
         raise ServeError(f"serve needs the optional textual-serve package: {EXTRA_HINT}") from exc
     with tracegraph.open(db).reading():
         pass  # each tab's explorer opens it again; refused here, not in the browser
     if keymap_file is not None:
         load_keymap(keymap_file)
+    remote = not is_loopback(host)
+    if remote and not allow_remote:
+        raise ServeError(
+            f"--host {host} listens beyond this machine: add --allow-remote to serve the "
+            "database to anyone who reaches the port with the printed URL (plain HTTP)"
+        )
     check_port(host, port)
-    server = Server(
+    if remote:
+        print(
+            f"tracegraph: warning: serving {db} on {host}:{port} beyond this machine: whoever "
+            "reaches it with the URL's token reads the database, over plain HTTP (put TLS in "
+            "front, e.g. a proxy with --public-url https://...)",
+            file=sys.stderr,
+        )
+    server = GuardedServer(
         explore_command(db, keymap_file),
+        access=Access.create(host, port, public_url, allow_remote=remote),
+        max_clients=max_clients,
         host=host,
         port=port,
         title=f"tracegraph {db}",

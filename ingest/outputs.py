@@ -6,7 +6,8 @@ target as it was. The temporary is made by `tempfile.mkstemp` (O_CREAT|O_EXCL: n
 predictable name, never through a planted link). A target that is a symbolic link is written
 as the database is (ingest/store.py): the file the link names changes, the link stays. A file
 that exists keeps its permission bits; a new one gets the umask's (as `open` would make it); a
-read-only one is refused.
+read-only one is refused, and so is a Kuzu database (an export or a console CSV aimed at the
+database being read would otherwise replace it).
 
 A writer killed mid-write (kill -9) leaves its temporary behind. Each temporary names its
 writer: `.NAME.HOST.PID.RANDOM.tracegraph-partial`, HOST a tag of this machine and pid
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 SUFFIX = ".tracegraph-partial"
+KUZU_MAGIC = b"KUZU"  # the first bytes of a Kuzu database file
 
 
 class PartialFile:
@@ -151,7 +153,21 @@ def _writable_target(given: Path) -> Path:
     )
     if not writable:
         raise PermissionError(errno.EACCES, "the file is read-only", str(given))
+    if _is_kuzu_database(target):
+        raise FileExistsError(
+            errno.EEXIST, "it is a Kuzu database: choose another file", str(given)
+        )
     return target
+
+
+def _is_kuzu_database(path: Path) -> bool:
+    try:
+        if not path.is_file():  # a FIFO's open would wait for a writer
+            return False
+        with path.open("rb") as handle:
+            return handle.read(len(KUZU_MAGIC)) == KUZU_MAGIC
+    except OSError:
+        return False
 
 
 def _kept_mode(target: Path) -> int:

@@ -12,7 +12,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,8 +31,17 @@ READER_BUFFER_POOL = 2 << 30
 KUZU_VERSION = kuzu.__version__
 
 
+# Refuses a statement before it reaches Kuzu (raises); a read-only store given one checks each.
+StatementCheck = Callable[[str, Mapping[str, object]], None]
+
+
 class QueryError(TracegraphError):
     """A query the database rejected (syntax, binding, missing parameter, timeout)."""
+
+
+class ReadOnlyStoreError(TracegraphError):
+    """A write asked of a store opened read-only (on such a connection Kuzu 0.11.3 crashes on
+    some, e.g. BEGIN TRANSACTION)."""
 
 
 @dataclass(frozen=True)
@@ -49,10 +58,19 @@ def query_parameters(cypher: str) -> set[str]:
 
 
 class GraphStore:
-    """One open database; `run` answers queries as Arrow tables."""
+    """One open database; `run` answers queries as Arrow tables. A read-only store refuses
+    every write method, and with a `check` runs no statement the check refuses."""
 
-    def __init__(self, path: Path, read_only: bool = True, timeout_ms: int = DEFAULT_TIMEOUT_MS):
+    def __init__(
+        self,
+        path: Path,
+        read_only: bool = True,
+        timeout_ms: int = DEFAULT_TIMEOUT_MS,
+        check: StatementCheck | None = None,
+    ):
         self.path = Path(path)
+        self.read_only = read_only
+        self._check = check
         try:
             # Kuzu reserves 80% of RAM for its buffer pool by default, which makes every open
             # slow (and limits a process to ~20 open databases); readers need far less.
@@ -72,6 +90,8 @@ class GraphStore:
     ) -> ResultSet:
         """Execute one statement; unknown or missing parameters are errors, not NULLs."""
         params = dict(params or {})
+        if self._check is not None:
+            self._check(cypher, params)
         used = query_parameters(cypher)
         unknown = sorted(set(params) - used)
         missing = sorted(used - set(params))
@@ -95,6 +115,7 @@ class GraphStore:
 
     def copy(self, label: str, data: pa.Table, pair: tuple[str, str] | None = None) -> None:
         """Bulk-load an Arrow table already in the label's load order."""
+        self._writable("COPY")
         if data.num_rows == 0:
             return
         options = f" (from='{pair[0]}', to='{pair[1]}')" if pair else ""
@@ -117,9 +138,11 @@ class GraphStore:
 
     def begin(self) -> None:
         """Start a transaction: COPYs inside one commit together, much faster than one by one."""
+        self._writable("BEGIN TRANSACTION")
         self._conn.execute("BEGIN TRANSACTION")
 
     def commit(self) -> None:
+        self._writable("COMMIT")
         if not self.paused:  # paused: all is committed
             self._conn.execute("COMMIT")
 
@@ -132,6 +155,7 @@ class GraphStore:
         table it was given for a COPY until it closes, and what Kuzu holds for an open database
         grows with it (Kuzu 0.11.3): an ingest that pauses between batches holds one batch, not
         the whole run, and while it prepares ranks, Kuzu holds nothing."""
+        self._writable("COMMIT")
         if self.paused:
             return
         try:
@@ -160,6 +184,7 @@ class GraphStore:
     def create_schema(self) -> None:
         """Create the tables a database lacks, and the properties added since an older
         tracegraph made it (NULL on its rows)."""
+        self._writable("CREATE")
         self.resume()
         for statement in schema.ddl():
             self._conn.execute(statement)
@@ -175,10 +200,15 @@ class GraphStore:
     def recreate_rel_table(self, label: str) -> None:
         """Drop relationship table `label` and create it empty (in the open write): far cheaper
         than deleting most of its rows, which Kuzu 0.11.3 does at ~7 µs a row."""
+        self._writable("DROP TABLE")
         statement = next(s for s in schema.ddl() if f"REL TABLE IF NOT EXISTS {label}(" in s)
         self.resume()
         self._conn.execute(f"DROP TABLE {label}")
         self._conn.execute(statement)
+
+    def _writable(self, what: str) -> None:
+        if self.read_only:
+            raise ReadOnlyStoreError(f"{self.path}: {what} refused: the database is open read-only")
 
     def interrupt(self) -> None:
         if not self.paused:  # paused: nothing runs
@@ -210,6 +240,10 @@ def write_transaction(path: Path) -> Iterator[GraphStore]:
     given = Path(path)
     target = _writable_target(given)
     with _exclusive_lock(target, given):
+        if problem := recovery_problem(given):
+            # the copy would leave them behind, and a later read-write open would replay them
+            # into the new file
+            raise IngestError(problem)
         _remove_stale_staging(target)
         staging = target.with_name(f".{target.name}.staging-{os.getpid()}")
         store: GraphStore | None = None
@@ -288,6 +322,31 @@ def _named(given: Path, staging: Path) -> Iterator[None]:
 
 def _wal(path: Path) -> Path:
     return path.with_name(path.name + ".wal")
+
+
+def recovery_files(db: Path) -> list[Path]:
+    """Kuzu's write-ahead log and shadow pages beside the database file `db` names (through a
+    link, beside its target). tracegraph never leaves them there (a write is a checkpointed
+    copy swapped in), so they are stale: a checkpoint that failed on a read-only connection
+    leaves both, and after it Kuzu opens the file read-only nowhere and read-write only by
+    replaying them into it."""
+    target = Path(os.path.realpath(db))
+    found = (target.with_name(target.name + suffix) for suffix in (".wal", ".shadow"))
+    return [path for path in found if os.path.lexists(path)]
+
+
+def recovery_problem(given: Path) -> str | None:
+    """Why `given` cannot be used while stale recovery files lie beside it, and what to do;
+    None when there are none."""
+    stale = recovery_files(given)
+    if not stale:
+        return None
+    names = " and ".join(path.name for path in stale)
+    return (
+        f"{given}: stale {names} beside it (left by a checkpoint that failed, or a program that "
+        f"opened it for writing outside tracegraph); if no program has it open, remove them: "
+        f"the database file is as tracegraph last wrote it"
+    )
 
 
 @contextmanager

@@ -31,11 +31,15 @@ name never trips it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from tracegraph.ingest.cypher_text import tokens as cypher_tokens
 from tracegraph.ingest.errors import TracegraphError
 
 from .constants import Value, fold, range_length
+
+if TYPE_CHECKING:
+    from tracegraph.ingest.store import StatementCheck
 
 # Statement kinds a user query may be (its first keyword).
 READ_STATEMENTS = frozenset({"MATCH", "OPTIONAL", "UNWIND", "WITH", "RETURN", "CALL"})
@@ -61,6 +65,15 @@ READ_ONLY_FUNCTIONS = frozenset(
         "show_projected_graphs", "stats_info", "storage_info",
     }
 )  # fmt: skip
+
+
+def read_only_check(allow_files: bool = False) -> StatementCheck:
+    """`check_read_only` as a read-only store's `check`, run on every statement it is given."""
+
+    def check(cypher: str, params: Mapping[str, object]) -> None:
+        check_read_only(cypher, allow_files=allow_files, params=params)
+
+    return check
 
 
 class QueryRefused(TracegraphError, ValueError):
@@ -208,6 +221,8 @@ def _aliased_expression(tokens: Sequence[str], j: int) -> list[str] | None:
 def _check_call(tokens: list[str], i: int) -> None:
     name = tokens[i + 1] if i + 1 < len(tokens) else ""
     after = tokens[i + 2] if i + 2 < len(tokens) else ""
+    if name in ("", ",", ";", ")", "]", "}"):
+        return  # a name (`ORDER BY call`): a CALL clause always names what it calls
     if after != "(" or name.lower() not in READ_ONLY_FUNCTIONS:
         allowed = ", ".join(sorted(READ_ONLY_FUNCTIONS))
         raise QueryRefused(f"CALL {name}: only read-only functions may be called ({allowed})")
@@ -219,4 +234,5 @@ def _is_keyword(tokens: list[str], i: int) -> bool:
     if not (word[0].isalpha() or word[0] == "_"):
         return False
     before = tokens[i - 1] if i > 0 else ""
-    return before not in (".", ":", "$", "|")
+    # after AS the grammar wants a name (`RETURN k.name AS call`), never a clause
+    return before not in (".", ":", "$", "|") and before.upper() != "AS"

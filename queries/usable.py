@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracegraph.ingest.store import GraphStore
+from tracegraph.ingest.outputs import KUZU_MAGIC
+from tracegraph.ingest.store import GraphStore, recovery_problem
 
 from .runs import RunRef, list_runs
-
-KUZU_MAGIC = b"KUZU"  # the first bytes of a Kuzu database file
 
 
 def ingest_hint(db: Path) -> str:
@@ -42,7 +41,7 @@ def file_problem(db: Path) -> str | None:
         return f"{db}: not a Kuzu database (0 bytes); {ingest_hint(db)}"
     if head != KUZU_MAGIC:
         return f"{db}: not a Kuzu database ({size:,} bytes, without Kuzu's header)"
-    return None
+    return recovery_problem(path)
 
 
 def store_problem(db: Path, store: GraphStore) -> tuple[str | None, list[RunRef]]:

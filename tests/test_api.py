@@ -14,6 +14,7 @@ import pytest
 import tracegraph
 from tracegraph.examples import notebook
 from tracegraph.ingest.edgesets.records import rank_outcomes
+from tracegraph.queries.guard import QueryRefused
 
 
 def _kernel_totals(folder: Path) -> dict[str, int]:
@@ -98,3 +99,78 @@ def test_the_dependency_graph_in_networkx_gives_the_stored_critical_path(tmp_pat
         assert sum(on_path) == longest
     with pytest.raises(tracegraph.TracegraphError, match="no edge set 'Native'.*native"):
         g.dependencies("Native", run="job")
+
+
+def _small_job(tmp_path: Path) -> tracegraph.Graph:
+    g = tracegraph.open(tmp_path / "job.kuzu")
+    traces = tmp_path / "traces"
+    notebook.write_per_rank(notebook.SyntheticConfig(ranks=2, steps=1, layers=1), traces)
+    g.ingest(traces, run="job")
+    return g
+
+
+def _kuzu_files(db: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in db.parent.glob(db.name + "*") if p.is_file()}
+
+
+def test_a_read_handle_runs_only_what_query_runs(tmp_path: Path) -> None:
+    """Issue #22: `st.run("CHECKPOINT")` on `g.reading()` left .shadow/.wal, after which every
+    reader failed and a later ingest's run was lost."""
+    g = _small_job(tmp_path)
+    before = _kuzu_files(g.path)
+    with g.reading() as st:
+        for statement in (
+            "CHECKPOINT",
+            "BEGIN TRANSACTION",
+            "CALL threads=1",
+            "MATCH (n:Op) DETACH DELETE n",
+            "COPY (MATCH (r:Run) RETURN r.name) TO '/tmp/tracegraph-leak.csv'",
+            "LOAD FROM '/etc/passwd' RETURN *",
+            "UNWIND range(1, 100000*1000000) AS x RETURN count(x)",
+        ):
+            with pytest.raises(QueryRefused):
+                st.run(statement)
+        for write in (st.begin, st.commit, st.create_schema):
+            with pytest.raises(tracegraph.TracegraphError, match="read-only"):
+                write()
+        assert st.run("MATCH (r:Run) RETURN r.name AS n").table["n"].to_pylist() == ["job"]
+    assert _kuzu_files(g.path) == before and not Path("/tmp/tracegraph-leak.csv").exists()
+    assert g.runs()["name"].to_pylist() == ["job"]
+    rows = tmp_path / "rows.csv"
+    rows.write_text("a\n1\n2\n")
+    with g.reading(allow_files=True) as st:  # as g.query(..., allow_files=True)
+        loaded = st.run(f"LOAD FROM '{rows}' (header=true) RETURN count(*) AS n")
+    assert loaded.table["n"].to_pylist() == [2]
+
+
+def test_stale_recovery_files_are_one_line_for_every_reader_and_the_writer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a failed checkpoint leaves (here made by Kuzu itself) is named, with what to do,
+    instead of Kuzu's advice to open the database read-write, which would replay them."""
+    import kuzu
+
+    from tracegraph.explorer.cli import main
+
+    g = _small_job(tmp_path)
+    database = kuzu.Database(str(g.path), read_only=True)
+    connection = kuzu.Connection(database)
+    with pytest.raises(RuntimeError):
+        connection.execute("CHECKPOINT")
+    connection.close()
+    database.close()
+    before = _kuzu_files(g.path)
+    said = f"{g.path}: stale job.kuzu.wal and job.kuzu.shadow beside it"
+    for use in (g.runs, g.info, lambda: g.query("RETURN 1"), lambda: g.canned("step-times",
+                run="job"), lambda: g.ingest(tmp_path / "traces", run="again")):  # fmt: skip
+        with pytest.raises(tracegraph.TracegraphError) as caught:
+            use()
+        assert str(caught.value).startswith(said) and "\n" not in str(caught.value)
+    for argv in (["info", str(g.path)], ["query", str(g.path), "RETURN 1"]):
+        assert main(argv) == 2
+        out, err = capsys.readouterr()
+        assert out == "" and err.count("\n") == 1 and said in err, argv
+    before.pop("job.kuzu.lock", None)
+    after = _kuzu_files(g.path)
+    after.pop("job.kuzu.lock", None)
+    assert after == before

@@ -6,6 +6,7 @@ Queries run in a thread worker; Esc interrupts from another worker group (the st
 
 from __future__ import annotations
 
+import io
 import threading
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ from .base import ExplorerScreen
 from .dialogs import CannedPicker, ParamsDialog, PromptDialog
 
 ROW_LIMIT = 200_000
+EXPORT_NAME = "tracegraph-result.csv"
 INTERRUPT_EVERY_S = 0.05
 INTERRUPT_FOR_S = 5.0
 STARTER = """MATCH (k:Kernel) WHERE k.run = $run
@@ -57,7 +59,8 @@ class ConsoleScreen(ExplorerScreen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield CypherEditor(STARTER, id="editor", language=None)
+        keep = not self.explorer.served  # a browser client's queries stay its own
+        yield CypherEditor(STARTER, keep_history=keep, id="editor", language=None)
         yield StatusLine("", id="console-status", classes="status")
         yield PagedTable(id="results")
         yield StableFooter()
@@ -236,12 +239,15 @@ class ConsoleScreen(ExplorerScreen):
         if self.result is None:
             self.notify("no result to export", severity="warning")
             return
+        if self.explorer.served:
+            self.deliver(self.result)
+            return
 
         def chosen(path: str | None) -> None:
             if path:
                 self.export(Path(path).expanduser(), self.result)  # type: ignore[arg-type]
 
-        self.app.push_screen(PromptDialog("Export result to CSV", "tracegraph-result.csv"), chosen)
+        self.app.push_screen(PromptDialog("Export result to CSV", EXPORT_NAME), chosen)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="console-export")
     def export(self, path: Path, table: pa.Table) -> None:
@@ -252,6 +258,15 @@ class ConsoleScreen(ExplorerScreen):
             self.post_message(QueryFailed(f"the export to {path}", str(exc)))
             return
         self.post_message(CsvExported(str(path), table.num_rows))
+
+    def deliver(self, table: pa.Table) -> None:
+        """To a browser client the CSV is a download: no file is written on the server."""
+        data = io.BytesIO()
+        pacsv.write_csv(table, data)
+        data.seek(0)
+        self.app.deliver_binary(data, save_filename=EXPORT_NAME, mime_type="text/csv")
+        self.notify(f"sent {table.num_rows:,} rows to the browser as {EXPORT_NAME}")
+        self._status(f"downloaded {table.num_rows:,} rows as {EXPORT_NAME}")
 
     def on_csv_exported(self, message: CsvExported) -> None:
         self.notify(f"wrote {message.rows:,} rows to {message.path}")

@@ -45,9 +45,13 @@ class CypherEditor(TextArea):
 
     BINDINGS = [Binding("tab", "accept_suggestion", "Complete", show=False)]
 
-    def __init__(self, text: str = "", **kwargs: object) -> None:
+    def __init__(self, text: str = "", keep_history: bool = True, **kwargs: object) -> None:
+        """`keep_history`: read and write the history file (explorer/history.py); without it
+        the history starts empty and lives as long as the editor (a served explorer: a browser
+        client neither reads the server user's queries nor writes their file)."""
         super().__init__(text, tab_behavior="focus", soft_wrap=True, **kwargs)  # type: ignore[arg-type]
-        self.query_history: list[str] = load_history()  # kept between sessions
+        self.keep_history = keep_history
+        self.query_history: list[str] = load_history() if keep_history else []
         self._history_at: int | None = None
 
     def update_suggestion(self) -> None:
@@ -74,7 +78,8 @@ class CypherEditor(TextArea):
         cypher = cypher.strip()
         if cypher and (not self.query_history or self.query_history[-1] != cypher):
             self.query_history.append(cypher)
-            save_history(self.query_history)
+            if self.keep_history:
+                save_history(self.query_history)
         self._history_at = None
 
     def history_step(self, delta: int) -> None:

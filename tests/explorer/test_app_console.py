@@ -210,3 +210,50 @@ async def test_the_history_is_kept_between_sessions(synthetic_db: Path, _console
         editor = again.screen.query_one(CypherEditor)
         await pilot.press("ctrl+up")
         assert editor.text == query
+
+
+@pilot_test
+async def test_an_export_never_replaces_the_database(synthetic_db: Path) -> None:
+    """Issue #22: a CSV exported to the database's own path replaced the database."""
+    before = _files(synthetic_db)
+    app = make_app(synthetic_db, mode="console")
+    async with app.run_test(size=SIZE) as pilot:
+        console = await _console(pilot)
+        console.query_one(CypherEditor).load_text("RETURN 'overwritten' AS x")
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert isinstance(app.screen, PromptDialog)
+        app.screen.query_one(Input).value = str(synthetic_db)
+        await pilot.press("enter")
+        await settle(pilot)
+        assert isinstance(app.screen, ErrorDialog)
+        assert "is a Kuzu database" in app.screen.message
+    assert _files(synthetic_db) == before
+
+
+@pilot_test
+async def test_a_served_console_keeps_no_history_file_and_asks_for_no_path(
+    synthetic_db: Path, _console_history
+) -> None:
+    """For a browser client (`serve`): the history starts empty and stays in the tab, and an
+    export is a download (its delivery is tested through a real server in test_serve.py)."""
+    _console_history.write_text(json.dumps(["MATCH (n:Op) RETURN 'the server user's' AS q"]))
+    app = make_app(synthetic_db, mode="console", served=True)
+    async with app.run_test(size=SIZE) as pilot:
+        console = await _console(pilot)
+        editor = console.query_one(CypherEditor)
+        assert editor.query_history == []
+        editor.load_text("RETURN 1 AS one")
+        await pilot.press("ctrl+r")
+        await settle(pilot)
+        assert editor.query_history == ["RETURN 1 AS one"]
+        delivered: list[str | None] = []
+        app.deliver_binary = lambda data, **kw: delivered.append(kw.get("save_filename"))
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert not isinstance(app.screen, PromptDialog) and delivered == ["tracegraph-result.csv"]
+    assert json.loads(_console_history.read_text()) == [
+        "MATCH (n:Op) RETURN 'the server user's' AS q"
+    ]

@@ -92,6 +92,17 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.parametrize("write", list(WRITES))
+def test_an_output_aimed_at_the_database_itself_is_one_line_and_changes_nothing(
+    write: str, db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    before = db.read_bytes()
+    assert main(_argv(write, db, db)) == 2
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and f"{db}: cannot write" in err and "is a Kuzu database" in err
+    assert db.read_bytes() == before
+
+
 def test_a_kill_mid_export_leaves_nothing_after_the_next_export(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

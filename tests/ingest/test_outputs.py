@@ -118,6 +118,23 @@ def test_a_folder_or_a_read_only_file_is_refused_and_nothing_is_left(tmp_path: P
     assert locked.read_text() == "old" and _hidden(tmp_path) == []
 
 
+def test_a_kuzu_database_is_never_replaced_by_an_output(tmp_path: Path) -> None:
+    """Issue #22: a console export (or `export --perfetto DB`) aimed at the database replaced
+    it with a CSV."""
+    db = tmp_path / "graph.kuzu"
+    db.write_bytes(b"KUZU" + bytes(range(256)) * 4)  # Kuzu's header, then anything
+    link = tmp_path / "link.csv"
+    link.symlink_to(db)
+    before = db.read_bytes()
+    for target in (db, link):
+        with pytest.raises(FileExistsError, match="is a Kuzu database"):
+            outputs.write_text(target, "overwritten")
+    assert db.read_bytes() == before and _hidden(tmp_path) == []
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert not outputs._is_kuzu_database(fifo)  # not opened: that would wait for a writer
+
+
 def test_a_gone_writers_leftover_is_swept_a_live_ones_and_strangers_stay(
     tmp_path: Path, victim: Path
 ) -> None:

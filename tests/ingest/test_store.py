@@ -17,7 +17,7 @@ import pytest
 from tracegraph.ingest import archive
 from tracegraph.ingest.errors import IngestError
 from tracegraph.ingest.pipeline import IngestOptions, ingest
-from tracegraph.ingest.store import GraphStore, QueryError
+from tracegraph.ingest.store import GraphStore, QueryError, ReadOnlyStoreError, recovery_files
 
 from ..conftest import label_counts, needs_traces, rows, trace
 
@@ -244,3 +244,61 @@ def test_ingest_killed_at_any_moment_leaves_the_database_as_it_was(
         assert archive_folders(before_swap.db, store) == {"after", "base"}
     # the killed ingests' folders are gone: only the two runs' remain
     assert len(list(archive.archive_root(before_swap.db).iterdir())) == 2
+
+
+def _failed_checkpoint(db: Path) -> None:
+    """What a CHECKPOINT on a read-only connection leaves (Kuzu 0.11.3): .wal and .shadow."""
+    import kuzu
+
+    database = kuzu.Database(str(db), read_only=True)
+    connection = kuzu.Connection(database)
+    with pytest.raises(RuntimeError):
+        connection.execute("CHECKPOINT")
+    connection.close()
+    database.close()
+
+
+@needs_traces
+def test_a_writer_refuses_stale_recovery_files_and_leaves_everything_as_it_was(
+    one_run: Snapshot, tmp_path: Path
+):
+    db = one_run.copy_to(tmp_path)
+    _failed_checkpoint(db)
+    assert sorted(p.name for p in recovery_files(db)) == ["graph.kuzu.shadow", "graph.kuzu.wal"]
+    before = {p.name: p.read_bytes() for p in tmp_path.glob("graph.kuzu*") if p.is_file()}
+    with pytest.raises(IngestError) as caught:
+        ingest([trace(MULTI_STREAM)], db, IngestOptions(run="second"))
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{db}: stale graph.kuzu.wal and ")
+    assert "remove them" in message
+    after = {p.name: p.read_bytes() for p in tmp_path.glob("graph.kuzu*") if p.is_file()}
+    after.pop("graph.kuzu.lock", None)  # the writer's lock, empty
+    assert after == before and not staging_files(db)
+    for path in recovery_files(db):  # removed as the message says: all works again
+        path.unlink()
+    one_run.assert_unchanged(db)
+    ingest([trace(MULTI_STREAM)], db, IngestOptions(run="second"))
+    with GraphStore(db) as store:
+        assert run_names(store) == ["base", "second"]
+
+
+@needs_traces
+def test_a_read_only_store_refuses_every_write_method_before_kuzu_sees_it(
+    one_run: Snapshot, tmp_path: Path
+):
+    """On a read-only connection Kuzu 0.11.3 crashes on BEGIN TRANSACTION: never sent."""
+    db = one_run.copy_to(tmp_path)
+    with GraphStore(db) as store:
+        writes = {
+            "begin": store.begin,
+            "commit": store.commit,
+            "commit_and_pause": store.commit_and_pause,
+            "create_schema": store.create_schema,
+            "recreate_rel_table": lambda: store.recreate_rel_table("DEP"),
+            "copy": lambda: store.copy("Run", store.run("MATCH (r:Run) RETURN r.*").table),
+        }
+        for name, write in writes.items():
+            with pytest.raises(ReadOnlyStoreError, match="open read-only"):
+                write()
+            assert run_names(store) == ["base"], name
+    one_run.assert_unchanged(db)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tracegraph.queries.catalog import canned_queries
 from tracegraph.queries.guard import QueryRefused, check_read_only
 
 READ = [
@@ -31,6 +32,9 @@ READ = [
     "RETURN repeat('ab', 1000), lpad('x', 10, ' '), rpad(o.name, o.rank * 1000000000, 'y')",
     "RETURN 'range(1, 100000000000)', `range`",
     "MATCH (n:Op) RETURN n.range",
+    # after AS comes a name, never a clause; a CALL clause always names what it calls
+    "MATCH (r:Runtime) RETURN r.name AS call, count(*) AS n ORDER BY n DESC, call",
+    "MATCH (k:Kernel) RETURN k.name AS set, k.dur AS load",
 ]
 
 REFUSED = [
@@ -38,6 +42,8 @@ REFUSED = [
     ("BEGIN TRANSACTION", "BEGIN"),
     ("COMMIT", "COMMIT"),
     ("CALL threads=1", "threads"),
+    ("MATCH (n:Op) WITH n AS call CALL threads=1", "threads"),
+    ("MATCH (n:Op) WITH n AS x SET n.name = 'x'", "SET"),
     ("CALL project_graph('g', ['Op'], ['CALLS'])", "project_graph"),
     ("LOAD FROM '/etc/shadow' (file_format='csv') RETURN *", "--allow-files"),
     ("LOAD FROM '/proc/self/environ' RETURN *", "--allow-files"),
@@ -108,3 +114,10 @@ def test_parameters_count_as_constants() -> None:
     with pytest.raises(QueryRefused, match="range"):
         check_read_only("RETURN range(1, $xs[2])", params={"xs": [1, 10**11]})
     check_read_only("RETURN range(1, $s)", params={"s": "100000000000"})  # Kuzu refuses it
+
+
+def test_every_canned_query_passes() -> None:
+    """The library's own queries are read-only statements: a read handle runs each through the
+    guard (launch-latency's `AS call` was once refused)."""
+    for query in canned_queries().values():
+        check_read_only(query.cypher, params=dict.fromkeys(query.params, 1))
