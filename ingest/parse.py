@@ -113,6 +113,7 @@ class _TraceShell(msgspec.Struct):
     distributedInfo: Any = None
     schemaVersion: Any = None
     baseTimeNanoseconds: Any = None
+    host_name: Any = None
 
 
 _SHELL_DECODER = msgspec.json.Decoder(_TraceShell | list[msgspec.Raw])
@@ -200,6 +201,9 @@ class RankTrace:
     device: int | None
     distributed_info: str
     dropped: Mapping[str, int] = field(default_factory=dict)
+    # the host the file says it was recorded on (None: it does not); a merged file's one
+    # host_name is taken as every rank's (a merge of several hosts' files should drop it)
+    host: str | None = None
 
 
 def read_trace_bytes(path: Path, options: ParseOptions = ParseOptions()) -> bytes | bytearray:
@@ -905,8 +909,17 @@ def _rank_by_pid(pid: pa.ChunkedArray, pid_rank: Mapping[int, int]) -> pa.Chunke
     return pc.take(ranks, pc.index_in(pid, value_set=pids))
 
 
+def file_host(top: _TraceShell) -> str | None:
+    """The host a file says it was recorded on (Kineto's top-level `host_name`)."""
+    return top.host_name if isinstance(top.host_name, str) and top.host_name else None
+
+
 def _rank_trace(
-    path: Path, rank: int, events: pa.Table, top: _TraceShell, world_size: int | None
+    path: Path,
+    rank: int,
+    events: pa.Table,
+    top: _TraceShell,
+    world_size: int | None,
 ) -> RankTrace:
     if not 0 <= rank <= MAX_RANK:
         raise TraceFormatError(path, f"rank {rank} is out of range 0..{MAX_RANK} (pass --rank N)")
@@ -927,4 +940,5 @@ def _rank_trace(
         device=min(devices) if devices else None,
         distributed_info=msgspec.json.encode(top.distributedInfo).decode(),
         dropped=dropped,
+        host=file_host(top),
     )

@@ -137,4 +137,5 @@ def _rank_row(
         "kernel_count": counts["Kernel"],
         "cuda_sync_count": counts["cuda_sync"],
         "skipped": json.dumps(counts_skipped, sort_keys=True),
+        "host": trace.host,
     }

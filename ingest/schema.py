@@ -110,6 +110,7 @@ RANK = NodeTable(
         ("kernel_count", I64),
         ("cuda_sync_count", I64),
         ("skipped", STR),
+        ("host", STR),  # the trace's host_name (None in a merged file): ranks sharing a clock
     ),
 )
 STEP = NodeTable(

@@ -233,6 +233,17 @@ def run_source(store: GraphStore, run: str | None) -> RunSource:
     return RunSource(run, run_idx, files, counts, _ingested_at(store, run))
 
 
+def rank_hosts(store: GraphStore, run: str) -> dict[int, str | None]:
+    """Each rank's host, as its trace names it (None: unnamed, or a database from before
+    tracegraph kept it)."""
+    if "host" not in store.properties("Rank"):
+        return {}
+    table = store.run(
+        "MATCH (k:Rank) WHERE k.run = $run RETURN k.rank AS rank, k.host AS host", {"run": run}
+    ).table
+    return dict(zip(table["rank"].to_pylist(), table["host"].to_pylist(), strict=True))
+
+
 def _ingested_at(store: GraphStore, run: str) -> str:
     table = store.run("MATCH (r:Run) WHERE r.name = $run RETURN r.ingested_at AS at", {"run": run})
     return ";".join(str(a) for a in table.table["at"].to_pylist())

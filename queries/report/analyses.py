@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from .activity import COMMUNICATION, COMPUTATION, MEMORY, NO_LAUNCH, TYPES, GpuActivity
-from .intervals import exclusive_shares, merged, overlap_length, union_length
+from tracegraph.ingest.intervals import exclusive_shares, merged, overlap_length, union_length
 
 KERNEL_WAIT_BELOW_NS = 30_000  # HTA's consecutive_kernel_delay: 30 (µs)
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")

@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 
 from tracegraph.ingest.edgesets.native.frame import Strings
 
-from .intervals import Intervals, merged
+from tracegraph.ingest.intervals import Intervals, merged
 
 # ranges whose names say data loading, as torch and users name them (input_bound's)
 DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|dataloader|data[_ ]?load|_next_data|"

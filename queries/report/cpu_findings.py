@@ -13,7 +13,7 @@ from .activity import GpuActivity
 from .analyses import gpu_idle_causes
 from .cpu import CpuEvents
 from .findings import EVIDENCE_ROWS, HOST_WAIT_SHARE, Finding, Ids, listing
-from .intervals import exclusive_shares, merged, subtract, union_length
+from tracegraph.ingest.intervals import exclusive_shares, merged, subtract, union_length
 from .steps import StepWindow
 
 INPUT_BOUND_SHARE = 0.10  # data loading with the GPU idle (CPU-only: at all), of the step time

@@ -17,7 +17,7 @@ from tracegraph.ingest import schema
 from .activity import COMMUNICATION, COMPUTATION, NO_LAUNCH, GpuActivity
 from .analyses import Row
 from .cpu import CpuEvents
-from .intervals import Intervals, exclusive_shares, merged
+from tracegraph.ingest.intervals import Intervals, exclusive_shares, merged
 
 HOST_WAIT_SHARE = 0.10  # GPU idle waiting for launches, as a share of the GPU span
 EXPOSED_COMM_SHARE = 0.10  # communication not under compute, as a share of the GPU span

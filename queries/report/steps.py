@@ -17,7 +17,7 @@ from tracegraph.ingest.store import GraphStore
 
 from .activity import COMMUNICATION, COMPUTATION, GpuActivity
 from .analyses import Row
-from .intervals import overlap_length, union_length
+from tracegraph.ingest.intervals import overlap_length, union_length
 
 
 @dataclass(frozen=True)

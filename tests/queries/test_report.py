@@ -14,12 +14,6 @@ import pytest
 
 import tracegraph
 from tracegraph.explorer.cli import main
-from tracegraph.queries.report.intervals import (
-    exclusive_shares,
-    merged,
-    subtract,
-    union_length,
-)
 
 from ..conftest import TRACES, needs_traces
 from . import report_oracle
@@ -251,30 +245,6 @@ def test_the_cli_prints_findings_first_and_json_whole(graph, capsys) -> None:
     assert [s["step"] for s in data["steps"]] == [101, 102, 103, 104, 105]
     assert main(["report", str(graph.path), "--run", "mi300", "--rank", "7"]) == 2
     assert "has no rank(s) [7]" in capsys.readouterr().err
-
-
-def test_interval_sweeps_equal_a_brute_force_count() -> None:
-    """Union and exclusive shares against counting covered nanoseconds one by one."""
-    rng = np.random.default_rng(7)
-    for _ in range(200):
-        sets = []
-        for _ in range(3):
-            ts = rng.integers(0, 200, rng.integers(0, 12))
-            sets.append((ts, ts + rng.integers(0, 40, len(ts))))
-        grid = np.zeros((3, 260), bool)
-        for i, (ts, end) in enumerate(sets):
-            for a, b in zip(ts, end, strict=True):
-                grid[i, a:b] = True
-        masks = grid[0] * 1 + grid[1] * 2 + grid[2] * 4
-        want = {m: int((masks == m).sum()) for m in range(1, 8) if (masks == m).any()}
-        assert exclusive_shares(sets) == want
-        ts, end = sets[0]
-        assert union_length(ts, end) == int(grid[0].sum())
-        lo, hi = subtract(sets[0], sets[1:])
-        alone = grid[0] & ~grid[1] & ~grid[2]
-        assert int((hi - lo).sum()) == int(alone.sum())
-        lo, hi = merged(ts, end)
-        assert (lo[1:] > hi[:-1]).all()  # disjoint, not touching
 
 
 @needs_traces

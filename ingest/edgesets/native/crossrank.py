@@ -8,18 +8,27 @@ Clocks: each rank's timestamps come from its own host clock. Ranks on different 
 disagree by far more than a collective lasts, so arrivals are compared on aligned clocks. A
 collective ends on every participant at about the same moment (the last arrival releases them
 all), so each rank's offset is the median, over the run's collectives, of its end minus the
-median end of that collective's participants; on one host it comes out near 0.
+median end of that collective's participants. Ranks whose traces name one host share its clock
+and one offset (the median over all their collectives): a rank's own estimate is off by the
+time its collectives take to release it (up to ~2 ms seen on one host), which would shift a
+lateness by that much.
 
 Per collective instance (the `Collective` nodes and their `PART_OF` participants), with L the
 last to arrive:
 - L's start → every other participant's end (`collective_dependency`), carrying what remains
-  after L arrived (`P.end − L.start`); a waiting participant's own span counts only that part;
-- a CPU thread of a waiting rank that sat idle across the collective's end and resumed within
-  `RESUME_NS` of it (DDP's main thread blocked in the autograd engine on the gradient
-  all-reduce) was blocked on it: its idle edge loses the blocked time, and the participant's end
-  → the thread's next boundary carries the rest.
-Waiting then weighs nothing, so the longest path through the union of the ranks' graphs crosses
-to the rank everyone waited for, and the rank and op that bound the step are on it. Every edge of
+  after L arrived (`P.end − L.start`); a waiting participant's own span counts only that part.
+
+A wait is a wait wherever it shows (docs/cross-rank.md). A rank blocked on a collective shows it
+on its other timelines too: DDP's main thread sits in a gap until the gloo worker's all-reduce
+ends, a compute stream idles until the NCCL kernel it waits on ends, an op (`run_backward`, an
+autograd node) encloses the wait. Such an edge has no node of its timeline inside it and
+resumes within `RESUME_NS` after one of the rank's collectives ends. Its time while any of the
+rank's collectives was in flight (arrival to end) is that collective's, not the timeline's: the
+edge loses it, and the collective's end → the edge's end (`collective_dependency`) carries what
+follows. A leaf op's own span is its work and keeps its weight (ops that only wait, e.g.
+`_c10d_functional::wait_tensor`, excepted). Waiting then weighs nothing, so the longest path
+through the union of the ranks' graphs crosses to the rank everyone waited for, and the rank and
+op that bound the step are on it. Every edge of
 the joined graph goes forward in (aligned) time, and the path is no longer than the step's span:
 checked here, a break fails the build.
 
@@ -35,12 +44,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...critical_path import longest_path
-from .edges import COLLECTIVE_DEPENDENCY, DEPENDENCY, OPERATOR_KERNEL, TYPE_NAMES
-from .frame import KIND_OP, NODE_LABEL, Frame
+from ...intervals import covered_between, merged
+from .edges import (
+    COLLECTIVE_DEPENDENCY,
+    KERNEL_KERNEL_DELAY,
+    KERNEL_LAUNCH_DELAY,
+    OPERATOR_KERNEL,
+    TYPE_NAMES,
+)
+from .frame import NODE_LABEL, Frame
 from .graph import WindowGraph
 from .invariants import InvariantError, node_time_of
 
-RESUME_NS = 1_000_000  # a blocked thread resumes within this of the collective's end
+# A blocked timeline resumes within this of the collective's end: a GPU stream in microseconds,
+# a CPU thread woken by the collective's worker thread in about 1 ms on a loaded host (measured:
+# 1.0 ms on 4 gloo ranks sharing 2 cores, tests/data/gloo_4r).
+RESUME_NS = 5_000_000
+# Ops whose own span only waits for a collective to complete.
+WAIT_OPS = ("_c10d_functional::wait_tensor", "c10d::wait", "c10d_functional::wait_tensor")
 
 
 @dataclass(frozen=True)
@@ -99,7 +120,7 @@ class Straggler:
     collectives: int  # collectives of the step with two or more participants
     lateness_ns: int  # its largest lateness: arrival − median arrival of the others
     at: str  # the collective where it was that late
-    caused_wait_ns: int  # wait it caused on the others, summed over the step
+    caused_wait_ns: int  # wait it caused: each other rank's (a union over the step), summed
 
 
 @dataclass(frozen=True)
@@ -132,8 +153,11 @@ class _Arrival:
     end: int
 
 
-def clock_offsets(frames: list[Frame], participants: Participants) -> dict[int, int]:
-    """Each rank's clock offset (ns) against the others, from its collectives' end times."""
+def clock_offsets(
+    frames: list[Frame], participants: Participants, hosts: dict[int, str | None] | None = None
+) -> dict[int, int]:
+    """Each rank's clock offset (ns) against the others, from its collectives' end times; one
+    offset for the ranks of one named host."""
     ends: dict[int, dict[int, int]] = defaultdict(dict)  # collective → rank → end
     for frame in frames:
         cids, evs = participants.of_rank(frame.rank)
@@ -149,7 +173,18 @@ def clock_offsets(frames: list[Frame], participants: Participants) -> dict[int, 
         middle = float(np.median(list(by_rank.values())))
         for rank, end in by_rank.items():
             diffs[rank].append(int(round(end - middle)))
-    return {rank: int(np.median(d)) for rank, d in diffs.items()}
+    hosts = hosts or {}
+    named = {hosts.get(rank) for rank in diffs}
+    if len(named) == 1 and None not in named:
+        return dict.fromkeys(diffs, 0)  # one host, one clock: nothing to align
+    pooled: dict[str, list[int]] = defaultdict(list)
+    for rank, d in diffs.items():
+        if hosts.get(rank):
+            pooled[str(hosts[rank])] += d
+    return {
+        rank: int(np.median(pooled[str(hosts[rank])] if hosts.get(rank) else d))
+        for rank, d in diffs.items()
+    }
 
 
 def cross_rank_path(
@@ -179,8 +214,10 @@ def cross_rank_path(
     spans = np.nonzero(d == s + 1)[0]  # a row's own span: start node → end node
     span_of = dict(zip(s[spans].tolist(), spans.tolist(), strict=True))
     extra: list[tuple[int, int, int]] = []
-    waits: dict[int, int] = defaultdict(int)
-    caused: dict[int, int] = defaultdict(int)
+    # waiting intervals [arrival, last arrival]: by waiting rank, and by (late rank, waiting
+    # rank); a rank's collectives overlap (DDP's buckets), so its wait is their union
+    waited: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    waited_for: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     last_at: dict[int, int] = defaultdict(int)
     worst: dict[int, tuple[int, str]] = {}
     for cid, arrivals in present.items():
@@ -194,8 +231,9 @@ def cross_rank_path(
         for a in others:
             node = int(base[a.graph]) + 2 * a.row
             wait = max(0, last.start - a.start)
-            waits[a.rank] += wait
-            caused[last.rank] += wait
+            if wait > 0:
+                waited[a.rank].append((a.start, last.start))
+                waited_for[(last.rank, a.rank)].append((a.start, last.start))
             if a.end < last.start:
                 continue  # ended before the last arrival on aligned clocks: no wait to model
             remaining = a.end - last.start
@@ -203,11 +241,12 @@ def cross_rank_path(
             if j is not None and k[j] == OPERATOR_KERNEL and wait > 0:
                 w[j] = remaining
             extra.append((last_node, node + 1, remaining))
-            if wait > 0 and graphs[a.graph].clip.kind[a.row] == KIND_OP:
-                own = (int(base[a.graph]), int(base[a.graph + 1]))
-                extra += _resume_edges(
-                    s, d, k, w, times, cpu, thread, participant, node, own, a, last.start
-                )
+    waits_only = np.concatenate([np.repeat(g.clip.name_in(WAIT_OPS), 2) for g in graphs])
+    idle = _idle_edges(s, d, k, cpu, thread, participant, waits_only)
+    for i in range(len(graphs)):
+        mine = [a for arrivals in present.values() for a in arrivals if a.graph == i]
+        own = (int(base[i]), int(base[i + 1]))
+        extra += _blocked_on_collectives(s, d, w, times, idle, own, mine)
     s, d, k, w = _append(s, d, k, w, extra)
     _check(s, d, k, w, times, graphs, base, step)
     path = longest_path(s, d, w, int(base[-1]))
@@ -227,6 +266,10 @@ def cross_rank_path(
     bound_rank = max(rank_ns, key=lambda r: (rank_ns[r], -r)) if rank_ns else graphs[0].rank
     bound_op = _heaviest_op(graphs[by_rank[bound_rank]], edges, bound_rank)
     straggler = None
+    waits = {rank: _union(spans) for rank, spans in waited.items()}
+    caused: dict[int, int] = defaultdict(int)
+    for (late, _), spans in waited_for.items():
+        caused[late] += _union(spans)
     if caused and max(caused.values()) > 0:
         r = max(caused, key=lambda x: (caused[x], -x))
         straggler = Straggler(r, last_at[r], len(present), worst[r][0], worst[r][1], caused[r])
@@ -243,6 +286,11 @@ def cross_rank_path(
         {g.rank: int(offsets.get(g.rank, 0)) for g in graphs},
         span,
     )
+
+
+def _union(spans: list[tuple[int, int]]) -> int:
+    lo, hi = merged(np.array([a for a, _ in spans]), np.array([b for _, b in spans]))
+    return int((hi - lo).sum())
 
 
 def _aligned_times(graph: WindowGraph, offset_ns: int) -> np.ndarray:
@@ -278,45 +326,54 @@ def _has_span(graph: WindowGraph, row: int) -> bool:
     return row in spans
 
 
-def _resume_edges(
+def _idle_edges(
     s: np.ndarray,
     d: np.ndarray,
     k: np.ndarray,
-    w: np.ndarray,
-    times: np.ndarray,
     cpu: np.ndarray,
     thread: np.ndarray,
     participant: np.ndarray,
-    node: int,
+    waits_only: np.ndarray,
+) -> np.ndarray:
+    """Edges that may be a wait: between two boundaries of one CPU thread (not a leaf op's own
+    span, unless it only waits), a launch (a gloo range's queue, too) or a GPU stream gap; none
+    from a collective's node or into a collective's end (its own span is dealt with apart)."""
+    leaf_span = (d == s + 1) & (s % 2 == 0) & ~waits_only[s]
+    on_thread = cpu[s] & cpu[d] & (thread[s] == thread[d]) & ~leaf_span
+    launch_or_gap = np.isin(k, (KERNEL_KERNEL_DELAY, KERNEL_LAUNCH_DELAY))
+    into_end = participant[d] & (d % 2 == 1)
+    return (on_thread | launch_or_gap) & ~participant[s] & ~into_end
+
+
+def _blocked_on_collectives(
+    s: np.ndarray,
+    d: np.ndarray,
+    w: np.ndarray,
+    times: np.ndarray,
+    idle: np.ndarray,
     nodes: tuple[int, int],
-    waiter: _Arrival,
-    last_start: int,
+    arrivals: list[_Arrival],
 ) -> list[tuple[int, int, int]]:
-    """CPU threads of the waiting rank blocked on this collective (see the module docstring):
-    their idle edge loses the blocked time (in place), and end → resume edges are returned."""
-    end = waiter.end
-    ta, tb = times[s], times[d]
-    blocked = (
-        cpu[s]
-        & cpu[d]
-        & (thread[s] == thread[d])
-        & (thread[s] != thread[node])
-        & ~participant[s]
-        & ~participant[d]
-        & np.isin(k, (OPERATOR_KERNEL, DEPENDENCY))
-        & (ta < end)
-        & (tb >= end)
-        & (tb - end <= RESUME_NS)
-        & (ta <= last_start)
-        & (s >= nodes[0])
-        & (s < nodes[1])
-    )
-    out = []
-    for j in np.nonzero(blocked)[0].tolist():
-        lost = end - max(int(ta[j]), waiter.start)
-        w[j] = max(0, int(w[j]) - lost)
-        out.append((node + 1, int(d[j]), int(tb[j]) - end))
-    return out
+    """One rank's idle edges that resumed after one of its collectives ended (see the module
+    docstring): each loses its time while the rank's collectives were in flight (in place), and
+    the collective's end → the edge's end edges are returned."""
+    if not arrivals:
+        return []
+    starts = np.array([a.start for a in arrivals], np.int64)
+    ends = np.array([a.end for a in arrivals], np.int64)
+    end_node = np.array([nodes[0] + 2 * a.row + 1 for a in arrivals], np.int64)
+    in_flight = merged(starts, ends)
+    order = np.argsort(ends, kind="stable")
+    ends, end_node = ends[order], end_node[order]
+    j = np.nonzero(idle & (s >= nodes[0]) & (s < nodes[1]))[0]
+    ta, tb = times[s[j]], times[d[j]]
+    at = np.searchsorted(ends, tb, side="right") - 1  # the last collective end at or before
+    ended = ends[np.maximum(at, 0)]
+    hit = (at >= 0) & (ended > ta) & (tb - ended <= RESUME_NS)
+    j, ta, tb, at, ended = j[hit], ta[hit], tb[hit], at[hit], ended[hit]
+    blocked = covered_between(ta, ended, in_flight)
+    w[j] = np.maximum(w[j] - blocked, 0)
+    return list(zip(end_node[at].tolist(), d[j].tolist(), (tb - ended).tolist(), strict=True))
 
 
 def _append(

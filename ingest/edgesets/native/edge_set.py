@@ -25,6 +25,7 @@ from ..records import (
     RankOutcome,
     edge_set_row,
     pid_ranks,
+    rank_hosts,
     refuse_empty,
     run_source,
     write_edge_sets,
@@ -95,6 +96,7 @@ def build_native_edge_set(
         source = run_source(store, run)
         run, run_idx, files, counts = source.run, source.run_idx, source.files, source.counts
         members = collective_instances(store, run) if options.cross_rank else {}
+        hosts = rank_hosts(store, run) if options.cross_rank else {}
         folder = run_archive(Path(db), store, run_idx)
         pids = {}
         if folder is None and len(set(files.values())) < len(files):
@@ -110,7 +112,7 @@ def build_native_edge_set(
     built = time.perf_counter()
     name = options.edge_set_name
     paths, left_out = (
-        _cross_rank(builds, members) if options.cross_rank and len(builds) > 1 else ([], [])
+        _cross_rank(builds, members, hosts) if options.cross_rank and len(builds) > 1 else ([], [])
     )
     tables, summaries = edge_tables(builds, run_idx, name)
     extra = collective_rows(paths, run_idx, name)
@@ -154,11 +156,12 @@ def build_native_edge_set(
 
 
 def _cross_rank(
-    builds: list[RankBuild], instances: dict[int, Instance]
+    builds: list[RankBuild], instances: dict[int, Instance], hosts: dict[int, str | None]
 ) -> tuple[list[CrossRankPath], list[str]]:
     """Each step's path across the ranks that have it, and the steps left out, with why."""
     participants = Participants.of(instances)
-    offsets = clock_offsets([b.frame for b in builds if b.frame is not None], participants)
+    frames = [b.frame for b in builds if b.frame is not None]
+    offsets = clock_offsets(frames, participants, hosts)
     steps: dict[str, list] = {}
     for b in builds:
         for w in b.windows:

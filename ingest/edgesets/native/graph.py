@@ -1,7 +1,8 @@
 """One rank and window → its dependency graph and critical path, as HTA's CPGraph has them.
 
 Passes, in HTA's order: nodes (start and end per CPU op, runtime call and GPU row), [runtime
-lock], call stacks, kernels; then HTA's checks (a sync edge within one stream, a cycle) and the
+lock], call stacks, kernels, [plain native: gloo ranges after the c10d op that enqueued them];
+then HTA's checks (a sync edge within one stream, a cycle) and the
 longest path, with negative weights of a whole µs or more counted as 0 (HTA's `_validate_graph`).
 """
 
@@ -19,6 +20,7 @@ from .callstack import (
     runtime_lock_edges,
 )
 from .edges import SYNC_DEPENDENCY, Edges, node_times
+from .enqueue import enqueue_edges
 from .frame import KIND_KERNEL, KIND_OP, KIND_RUNTIME, Frame
 from .invariants import Breaks, drop_skewed, enforce, find_breaks
 from .kernels import HtaFails, KernelLookups, KernelRules, kernel_edges
@@ -87,6 +89,8 @@ def build_window(
         parts.append(runtime_lock_edges(c, node, lock))
     parts.append(call_stack_edges(c, node, rules.stacks, lock))
     parts.append(kernel_edges(full, c, node, look, rules.kernels))
+    if not hta:
+        parts.append(enqueue_edges(full, c, node))
     if inferred is not None:
         parts.append(inferred_edges(full, c, node, inferred, node_times(c.ts, c.end)))
     edges = dedupe(Edges.concat(parts))

@@ -99,7 +99,9 @@ def _window_entry(w: WindowResult, path_from: int) -> dict[str, object]:
         g = w.graph
         start = (int(g.bounds[0]) + g.clip.origin) * g.unit_ns
         last_end = int(g.clip.end.max(initial=0))
-        end = g.bounds[1] if np.isfinite(g.bounds[1]) else last_end
+        # the step's CPU range, and past it the GPU work launched inside it (CPU rows are cut
+        # at the range's end: `window.clip`)
+        end = max(g.bounds[1], last_end) if np.isfinite(g.bounds[1]) else last_end
         entry.update(
             start_ns=start,
             end_ns=(int(end) + g.clip.origin) * g.unit_ns,

@@ -10,7 +10,7 @@ inside the window with a positive duration, GPU rows whose launching call does, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -76,8 +76,11 @@ def clip(frame: Frame, bounds: tuple[float, float], hta: bool = True) -> Frame:
     """HTA's clipped frame: rows inside the window, in label order.
 
     With tracegraph's rules (`hta` False) a GPU row no call launched is kept when it starts
-    inside the window (HTA drops it), and the rows stay in the frame's order, which does not
-    depend on the file (`frame.canonical_order`).
+    inside the window (HTA drops it), the rows stay in the frame's order, which does not
+    depend on the file (`frame.canonical_order`), and a CPU row that runs past the window's end
+    (a gloo worker's all-reduce, a python frame) is cut there: every CPU thread's graph lies
+    inside the window. GPU rows keep their times: the work a step launched is the step's, however
+    long the device takes to run it.
     """
     start, end = bounds
     cpu = frame.stream == -1
@@ -92,7 +95,11 @@ def clip(frame: Frame, bounds: tuple[float, float], hta: bool = True) -> Frame:
         linked[linked] = cpu[launcher[linked]]
         own = (frame.ts[gpu_rows] >= start) & (frame.ts[gpu_rows] <= end)
         keep[gpu_rows[np.where(linked, inside[np.maximum(launcher, 0)], own)]] = True
-        return frame.take(np.nonzero(keep)[0])  # the frame's (canonical) order
+        kept = frame.take(np.nonzero(keep)[0])  # the frame's (canonical) order
+        past = (kept.stream == -1) & (kept.end > end)
+        if not past.any():
+            return kept
+        return replace(kept, dur=np.where(past, int(end) - kept.ts, kept.dur))
     launcher_rows = np.nonzero(cpu)[0]
     # The CPU row whose index_correlation names this GPU row (HTA joins on that label).
     targets = frame.index_correlation[launcher_rows]

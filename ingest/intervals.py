@@ -1,4 +1,4 @@
-"""Interval arithmetic over GPU activity, whole-array: unions, overlaps, exclusive shares.
+"""Interval arithmetic over event times, whole-array: unions, overlaps, exclusive shares.
 
 Every function takes start and end arrays (any order, any overlap) and sorts once; nothing
 loops per event in Python. Lengths are in the arrays' unit.
@@ -28,6 +28,22 @@ def union_length(ts: np.ndarray, end: np.ndarray) -> int | float:
 
 
 Intervals = tuple[np.ndarray, np.ndarray]  # (starts, ends)
+
+
+def covered_between(a: np.ndarray, b: np.ndarray, union: Intervals) -> np.ndarray:
+    """For each [a[i], b[i]], how much of it the disjoint, sorted intervals `union` cover."""
+    lo, hi = union
+    if len(lo) == 0:
+        return np.zeros(len(a), np.int64)
+    before = np.concatenate(([0], np.cumsum(hi - lo)))  # covered before each interval starts
+
+    def covered_until(t: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(lo, t, side="right")  # intervals starting at or before t
+        last = np.maximum(k - 1, 0)
+        partial = np.clip(np.minimum(t, hi[last]) - lo[last], 0, None)
+        return np.where(k > 0, before[last] + partial, 0)
+
+    return np.maximum(covered_until(np.asarray(b)) - covered_until(np.asarray(a)), 0)
 
 
 def overlap_length(a: Intervals, b: Intervals) -> int | float:
