@@ -55,6 +55,21 @@ def longest_path(
     return LongestPath(nodes, edges, int(top), dist)
 
 
+class PathLengths:
+    """One DAG's longest-path length under many weightings (the what-if DP: a segment's or a
+    finding's work set to take no time). The structure is compressed once; each `length`
+    costs one pass over the graph's junctions. Weights must be non-negative."""
+
+    def __init__(self, src: np.ndarray, dst: np.ndarray, n_nodes: int) -> None:
+        self._dag = _Dag(np.asarray(src, np.int64), np.asarray(dst, np.int64), int(n_nodes))
+
+    def length(self, weight: np.ndarray) -> int:
+        if len(self._dag.src) == 0:
+            return 0
+        dist, _ = self._dag.distances(np.asarray(weight, np.int64))
+        return int(dist[self._dag.touched].max())
+
+
 class _Dag:
     """Incoming-edge structure, junction order and chain compression of one edge list."""
 

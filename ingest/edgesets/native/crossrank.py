@@ -26,9 +26,9 @@ resumes within `RESUME_NS` after one of the rank's collectives ends. Its time wh
 rank's collectives was in flight (arrival to end) is that collective's, not the timeline's: the
 edge loses it, and the collective's end → the edge's end (`collective_dependency`) carries what
 follows. A leaf op's own span is its work and keeps its weight (ops that only wait, e.g.
-`_c10d_functional::wait_tensor`, excepted). Waiting then weighs nothing, so the longest path
-through the union of the ranks' graphs crosses to the rank everyone waited for, and the rank and
-op that bound the step are on it. Every edge of
+`_c10d_functional::wait_tensor`, and annotations, excepted). Waiting then weighs nothing, so
+the longest path through the union of the ranks' graphs crosses to the rank everyone waited
+for, and the rank and op that bound the step are on it. Every edge of
 the joined graph goes forward in (aligned) time, and the path is no longer than the step's span:
 checked here, a break fails the build.
 
@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ...critical_path import longest_path
 from ...intervals import covered_between, merged
 from .edges import (
     COLLECTIVE_DEPENDENCY,
@@ -55,13 +54,14 @@ from .edges import (
 from .frame import NODE_LABEL, Frame
 from .graph import WindowGraph
 from .invariants import InvariantError, node_time_of
+from .segments import Segment, heaviest_on, step_segments
+from .step_graph import StepGraph
+from .threads import waits_itself
 
 # A blocked timeline resumes within this of the collective's end: a GPU stream in microseconds,
 # a CPU thread woken by the collective's worker thread in about 1 ms on a loaded host (measured:
 # 1.0 ms on 4 gloo ranks sharing 2 cores, tests/data/gloo_4r).
 RESUME_NS = 5_000_000
-# Ops whose own span only waits for a collective to complete.
-WAIT_OPS = ("_c10d_functional::wait_tensor", "c10d::wait", "c10d_functional::wait_tensor")
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,10 @@ class CrossRankPath:
     wait_ns: dict[int, int] = field(default_factory=dict)  # time each rank waited in collectives
     clock_offset_ns: dict[int, int] = field(default_factory=dict)  # subtracted from its times
     span_ns: int = 0  # the step's span on the aligned clocks: earliest to latest node
+    segments: tuple[Segment, ...] = ()  # the path in the units a person acts on, with savings
+    # the joined graph and the path's edges in it (in memory only: segments and what-ifs)
+    graph: StepGraph | None = field(default=None, compare=False, repr=False)
+    path_edges: np.ndarray | None = field(default=None, compare=False, repr=False)
 
     @property
     def stragglers(self) -> tuple[int, ...]:
@@ -241,7 +245,7 @@ def cross_rank_path(
             if j is not None and k[j] == OPERATOR_KERNEL and wait > 0:
                 w[j] = remaining
             extra.append((last_node, node + 1, remaining))
-    waits_only = np.concatenate([np.repeat(g.clip.name_in(WAIT_OPS), 2) for g in graphs])
+    waits_only = np.concatenate([np.repeat(waits_itself(g.clip), 2) for g in graphs])
     idle = _idle_edges(s, d, k, cpu, thread, participant, waits_only)
     for i in range(len(graphs)):
         mine = [a for arrivals in present.values() for a in arrivals if a.graph == i]
@@ -249,7 +253,8 @@ def cross_rank_path(
         extra += _blocked_on_collectives(s, d, w, times, idle, own, mine)
     s, d, k, w = _append(s, d, k, w, extra)
     _check(s, d, k, w, times, graphs, base, step)
-    path = longest_path(s, d, w, int(base[-1]))
+    joined = StepGraph(step, tuple(graphs), base, s, d, k, w, times)
+    path = joined.longest()
     touched = np.concatenate([s, d])
     span = int(times[touched].max() - times[touched].min()) if len(touched) else 0
     if path.length > span:
@@ -262,9 +267,9 @@ def cross_rank_path(
     rank_ns: dict[int, int] = defaultdict(int)
     for e in edges:
         rank_ns[e.dst_rank] += e.weight_ns
-    by_rank = {g.rank: i for i, g in enumerate(graphs)}
     bound_rank = max(rank_ns, key=lambda r: (rank_ns[r], -r)) if rank_ns else graphs[0].rank
-    bound_op = _heaviest_op(graphs[by_rank[bound_rank]], edges, bound_rank)
+    segments = step_segments(joined, path.edges)
+    bound_op = heaviest_on(segments, bound_rank)
     straggler = None
     waits = {rank: _union(spans) for rank, spans in waited.items()}
     caused: dict[int, int] = defaultdict(int)
@@ -285,6 +290,9 @@ def cross_rank_path(
         {g.rank: int(waits.get(g.rank, 0)) for g in graphs},
         {g.rank: int(offsets.get(g.rank, 0)) for g in graphs},
         span,
+        tuple(segments),
+        joined,
+        path.edges,
     )
 
 
@@ -336,8 +344,9 @@ def _idle_edges(
     waits_only: np.ndarray,
 ) -> np.ndarray:
     """Edges that may be a wait: between two boundaries of one CPU thread (not a leaf op's own
-    span, unless it only waits), a launch (a gloo range's queue, too) or a GPU stream gap; none
-    from a collective's node or into a collective's end (its own span is dealt with apart)."""
+    span, unless it only waits or is an annotation, which does no work itself), a launch (a gloo
+    range's queue, too) or a GPU stream gap; none from a collective's node or into a collective's
+    end (its own span is dealt with apart)."""
     leaf_span = (d == s + 1) & (s % 2 == 0) & ~waits_only[s]
     on_thread = cpu[s] & cpu[d] & (thread[s] == thread[d]) & ~leaf_span
     launch_or_gap = np.isin(k, (KERNEL_KERNEL_DELAY, KERNEL_LAUNCH_DELAY))
@@ -432,44 +441,3 @@ def _edge(
 
     a, b = locate(int(s[j])), locate(int(d[j]))
     return PathEdge(a[0], a[1], a[2], b[0], b[1], b[2], int(k[j]), int(w[j]), a[3], b[3])
-
-
-def _heaviest_op(graph: WindowGraph, edges: tuple[PathEdge, ...], rank: int) -> str:
-    """Name of the range with the most path time on that rank.
-
-    A CPU path edge's time belongs to the range with no node of its own (a python function:
-    `gc.collect()` between two ops) that overlaps it most, else to the innermost range that
-    encloses it on its thread; GPU edges belong to their destination activity.
-    """
-    c = graph.clip
-    time: dict[str, int] = defaultdict(int)
-    mine = sorted(
-        (e for e in edges if e.dst_rank == rank and e.weight_ns > 0), key=lambda e: -e.weight_ns
-    )[:_ATTRIBUTED_EDGES]
-    if not mine:
-        return ""
-    end = c.ts + np.maximum(c.dur, 0)
-    cpu = c.stream < 0
-    for e in mine:
-        src = int(c.position_of(np.array([e.src_ev_idx]))[0])
-        dst = int(c.position_of(np.array([e.dst_ev_idx]))[0])
-        name_row = dst
-        if src >= 0 and dst >= 0 and cpu[src] and cpu[dst] and c.tid[src] == c.tid[dst]:
-            ta = c.ts[src] if e.src_start else end[src]
-            tb = c.ts[dst] if e.dst_start else end[dst]
-            same = cpu & (c.tid == c.tid[dst])
-            overlap = np.minimum(end, tb) - np.maximum(c.ts, ta)
-            encloses = (c.ts <= ta) & (end >= tb)
-            inside = np.nonzero(same & ~encloses & (overlap > 0))[0]
-            around = np.nonzero(same & encloses)[0]
-            if len(inside):  # rows with no node inside the edge (python functions): the largest
-                best = np.lexsort((-c.dur[inside], -overlap[inside]))[0]
-                name_row = int(inside[best])
-            elif len(around):
-                name_row = int(around[np.argmin(end[around] - c.ts[around])])
-        if name_row >= 0:
-            time[c.name.at(name_row)] += e.weight_ns
-    return max(time, key=lambda n: (time[n], n)) if time else ""
-
-
-_ATTRIBUTED_EDGES = 256  # the heaviest path edges of a rank name its op; the rest are small

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 import numpy as np
 
 OPERATOR_KERNEL, DEPENDENCY, KERNEL_LAUNCH_DELAY, KERNEL_KERNEL_DELAY, SYNC_DEPENDENCY = range(5)
-COLLECTIVE_DEPENDENCY = 5
+COLLECTIVE_DEPENDENCY = 5  # plain native: across ranks, through a collective (crossrank.py)
+THREAD_DEPENDENCY = 6  # plain native: a thread blocked on another of its rank (threads.py)
 TYPE_NAMES = (
     "operator_kernel",
     "dependency",
@@ -20,6 +21,7 @@ TYPE_NAMES = (
     "kernel_kernel_delay",
     "sync_dependency",
     "collective_dependency",
+    "thread_dependency",
 )
 ZERO_WEIGHT_TYPES = (DEPENDENCY, SYNC_DEPENDENCY)
 

@@ -1,9 +1,10 @@
 """One rank and window → its dependency graph and critical path, as HTA's CPGraph has them.
 
 Passes, in HTA's order: nodes (start and end per CPU op, runtime call and GPU row), [runtime
-lock], call stacks, kernels, [plain native: gloo ranges after the c10d op that enqueued them];
-then HTA's checks (a sync edge within one stream, a cycle) and the
-longest path, with negative weights of a whole µs or more counted as 0 (HTA's `_validate_graph`).
+lock], call stacks, kernels, [plain native: gloo ranges after the c10d op that enqueued them,
+threads blocked on another thread (`threads`)]; then HTA's checks (a sync edge within one
+stream, a cycle) and the longest path, with negative weights of a whole µs or more counted as 0
+(HTA's `_validate_graph`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .frame import KIND_KERNEL, KIND_OP, KIND_RUNTIME, Frame
 from .invariants import Breaks, drop_skewed, enforce, find_breaks
 from .kernels import HtaFails, KernelLookups, KernelRules, kernel_edges
 from .syncs import InferredSyncs, inferred_edges
+from .threads import thread_handoffs
 from .window import Window, clip, window_bounds
 
 NODE_CATEGORIES = ("cpu_op", "cuda_runtime", "cuda_driver")
@@ -97,6 +99,7 @@ def build_window(
     skewed: dict[str, int] = {}
     if not hta:
         edges, skewed = drop_skewed(edges, c)
+        edges = thread_handoffs(c, node, edges)
     check_syncs(c, edges)
     weight = np.where(edges.weight <= -rules.negative_floor, 0, edges.weight)
     try:

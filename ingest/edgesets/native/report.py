@@ -14,6 +14,8 @@ from .crossrank import CrossRankPath, PathEdge
 from .edges import TYPE_NAMES
 from .options import NativeOptions
 from .rank_build import RankBuild, WindowResult
+from .segments import step_segments
+from .step_graph import StepGraph
 from .store import first_of_each_edge, inferred_sync_rows, window_rows
 from .window import Window
 
@@ -109,6 +111,10 @@ def _window_entry(w: WindowResult, path_from: int) -> dict[str, object]:
             breaks=g.breaks.as_dict() if g.breaks.any else None,
             path_order=[path_from, path_from + len(g.path.edges)],
             seconds=round(w.seconds, 4),
+            segments=[
+                seg.to_json()
+                for seg in step_segments(StepGraph.of_window(w.step, g), g.path.edges)
+            ],
         )
     return entry
 
@@ -150,6 +156,7 @@ def path_summary(p: CrossRankPath) -> dict[str, object]:
         },
         "bound_by_rank": p.bound_by_rank,
         "bound_by_op": p.bound_by_op,
+        "segments": [seg.to_json() for seg in p.segments],
     }
 
 

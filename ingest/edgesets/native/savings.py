@@ -1,0 +1,85 @@
+"""What fixing a piece of work would save: the step's path length again, over the same graph,
+with that work taking no time (the what-if DP), against the path as it is.
+
+Work is given as ranges (rows of one rank's window graph): on a CPU thread, every edge of that
+thread loses the part of its time the ranges cover (an op's own span, the gaps inside it, a
+python frame inside a gap: `gc.collect()` between two ops); GPU work launched from inside them
+(the kernel's span, its launch, the stream's gap before it) takes no time at all. Or as edges
+(a collective's time on the path). A saving is never more than the work's path time could be
+replaced by: another rank or thread, no longer waited for, bounds the step instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+
+from ...intervals import covered_between, merged
+from .frame import KIND_KERNEL, KIND_SYNC
+from .stacks import thread_ids
+from .step_graph import StepGraph
+
+
+class Savings:
+    """One step graph's path length with pieces of work taken out."""
+
+    def __init__(self, graph: StepGraph) -> None:
+        self.graph = graph
+        self._lengths = graph.lengths()
+        self.length = self._lengths.length(graph.weight)
+        g = graph
+        owner = g.graph_of(g.src)
+        self._same = owner == g.graph_of(g.dst)
+        self._owner = owner
+        self._local: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+
+    def of_edges(self, edges: np.ndarray) -> int:
+        """Saving with these edges (indices) weighing nothing."""
+        weight = self.graph.weight.copy()
+        weight[edges] = 0
+        return self.length - self._lengths.length(weight)
+
+    def of_ranges(self, ranges: Iterable[tuple[int, int]]) -> int:
+        """Saving with the work of these (graph index, row) ranges taking no time."""
+        cut = np.zeros(len(self.graph.weight), np.int64)
+        by_graph: dict[int, list[int]] = {}
+        for g, row in ranges:
+            by_graph.setdefault(g, []).append(row)
+        for g, rows in by_graph.items():
+            cut = np.maximum(cut, self._cut(g, np.asarray(rows, np.int64)))
+        if not cut.any():
+            return 0
+        return self.length - self._lengths.length(np.maximum(self.graph.weight - cut, 0))
+
+    def _cut(self, g: int, rows: np.ndarray) -> np.ndarray:
+        """How much each edge of graph g loses when these rows take no time."""
+        graph, lo, t = self.graph, int(self.graph.base[g]), self.graph.times
+        thread, gpu, launcher, mine = self._parts(g)
+        src_row, dst_row = (graph.src[mine] - lo) // 2, (graph.dst[mine] - lo) // 2
+        on_cpu = ~gpu[src_row] & ~gpu[dst_row]
+        gpu_rows = np.nonzero(gpu & (launcher >= 0))[0]
+        calls = launcher[gpu_rows]
+        launched = np.zeros(len(gpu), bool)
+        out = np.zeros(len(graph.weight), np.int64)
+        for th in np.unique(thread[rows]).tolist():
+            sel = rows[thread[rows] == th]
+            union = merged(t[lo + 2 * sel], t[lo + 2 * sel + 1])
+            j = mine[on_cpu & (thread[src_row] == th) & (thread[dst_row] == th)]
+            out[j] = covered_between(t[graph.src[j]], t[graph.dst[j]], union)
+            call_t = t[lo + 2 * calls]
+            from_here = (thread[calls] == th) & (covered_between(call_t, call_t + 1, union) > 0)
+            launched[gpu_rows[from_here]] = True
+        k = mine[launched[dst_row]]  # into GPU work launched from inside: all of it
+        out[k] = graph.weight[k]
+        return out
+
+    def _parts(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        if g not in self._local:
+            clip = self.graph.graphs[g].clip
+            thread, _ = thread_ids(clip.pid, clip.tid)
+            gpu = (clip.kind == KIND_KERNEL) | (clip.kind == KIND_SYNC) | (clip.stream >= 0)
+            launcher = np.where(gpu, clip.position_of(clip.index_correlation), -1)
+            mine = np.nonzero(self._same & (self._owner == g))[0]
+            self._local[g] = (thread, gpu, launcher, mine)
+        return self._local[g]

@@ -1,0 +1,445 @@
+"""A critical path collapsed into the units a person acts on.
+
+Every path edge belongs to a rank and to the chain of ranges that enclose its time on its
+timeline, outermost first: annotations (`record_function` ranges, but not the step's own
+`ProfilerStep#N`), `nn.Module` frames and ops (`cpu_op`, runtime calls), then, for GPU time, the
+kernel. A GPU edge's chain is its launching call's, plus the kernel. Consecutive path edges of
+one rank with the same outermost range make a top-level segment; its parts are its edges grouped
+the same way by the next range down, and so on. Time with no range of its own is named by what
+it was: `communication` (a collective's time after its last participant arrived, crossing
+ranks), `GPU idle`, or, on a CPU thread, the innermost python frame over it (a
+`<built-in function collect>`), else `(no op)`.
+
+Segments at every level sum exactly to their parent (the top level: to the path). No level has
+more than `MAX_LINES` segments: past that, runs of consecutive small ones fold into one line
+whose parts they are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ...python_frames import readable
+from .edges import KERNEL_KERNEL_DELAY, KERNEL_LAUNCH_DELAY
+from .frame import KIND_KERNEL, KIND_SYNC
+from .graph import WindowGraph
+from .invariants import node_time_of
+from .savings import Savings
+from .step_graph import StepGraph
+from .window import STEP_ANNOTATION
+
+MAX_LINES = 15
+DEFAULT_DEPTH = 3
+STORED_DEPTH = 2  # what an edge set keeps of each path (`tracegraph path` computes any depth)
+SAVING_SHARE = 0.01  # segments of at least this share of the path get their saving computed
+MODULE_FRAME = "nn.Module: "
+COMMUNICATION, GPU_IDLE, NO_OP = "communication", "GPU idle", "(no op)"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """Consecutive path time of one rank under one range (or of one kind, where no range)."""
+
+    rank: int
+    name: str
+    kind: str  # "range" | "communication" | "idle" | "other" | "folded"
+    ns: int
+    first: int  # its first path edge (position on the path)
+    last: int  # one past its last path edge
+    ev_idx: int | None = None  # the range's event (None: no range)
+    thread: int | None = None  # the range's thread (tid), for a range
+    saving_ns: int | None = None  # the step time saved with this work taking no time
+    children: tuple[Segment, ...] = field(default_factory=tuple)
+    # its work, as (graph index, row) ranges of the step graph (in memory only)
+    rows: tuple[tuple[int, int], ...] = field(default=(), compare=False, repr=False)
+
+    def to_json(self, depth: int | None = None) -> dict[str, object]:
+        out: dict[str, object] = {
+            "rank": self.rank,
+            "name": self.name,
+            "kind": self.kind,
+            "ns": self.ns,
+            "path_edges": [self.first, self.last],
+            "ev_idx": self.ev_idx,
+            "saving_ns": self.saving_ns,
+        }
+        if self.children and (depth is None or depth > 1):
+            below = None if depth is None else depth - 1
+            out["children"] = [c.to_json(below) for c in self.children]
+        return out
+
+    @staticmethod
+    def of_json(data: dict[str, object]) -> Segment:
+        first, last = data.get("path_edges") or (0, 0)  # type: ignore[misc]
+        return Segment(
+            int(data["rank"]),  # type: ignore[call-overload]
+            str(data["name"]),
+            str(data["kind"]),
+            int(data["ns"]),  # type: ignore[call-overload]
+            int(first),
+            int(last),
+            data.get("ev_idx"),  # type: ignore[arg-type]
+            None,
+            data.get("saving_ns"),  # type: ignore[arg-type]
+            tuple(Segment.of_json(c) for c in data.get("children") or ()),  # type: ignore[union-attr]
+        )
+
+
+@dataclass(frozen=True)
+class _Owner:
+    """What one path edge's time belongs to."""
+
+    rank: int
+    chain: tuple[tuple[int, int], ...]  # (graph index, row) outermost first
+    label: str  # what the time was where the chain ends (or where there is none)
+    label_row: tuple[int, int] | None = None  # the python frame the label names
+
+
+def path_segments(graph: StepGraph, path: np.ndarray, depth: int = DEFAULT_DEPTH) -> list[Segment]:
+    """The path's edges (indices into `graph`, in path order) as segments, `depth` levels."""
+    owners = _owners(graph, path)
+    return _group(graph, owners, graph.weight[path], 0, len(path), 0, depth)
+
+
+def _group(
+    graph: StepGraph,
+    owners: list[_Owner],
+    weight: np.ndarray,
+    lo: int,
+    hi: int,
+    level: int,
+    depth: int,
+) -> list[Segment]:
+    out: list[Segment] = []
+    i = lo
+    while i < hi:
+        key = _key(owners[i], level)
+        j = i + 1
+        while j < hi and _key(owners[j], level) == key:
+            j += 1
+        out.append(_segment(graph, owners, weight, i, j, level, depth))
+        i = j
+    return _fold(_coalesce(out) if level == 0 else out)
+
+
+def _key(owner: _Owner, level: int) -> tuple[object, ...]:
+    if level < len(owner.chain):
+        return (owner.rank, "range", owner.chain[level])
+    return (owner.rank, "label", owner.label)
+
+
+def _segment(
+    graph: StepGraph,
+    owners: list[_Owner],
+    weight: np.ndarray,
+    i: int,
+    j: int,
+    level: int,
+    depth: int,
+) -> Segment:
+    owner = owners[i]
+    ns = int(weight[i:j].sum())
+    children: tuple[Segment, ...] = ()
+    if level + 1 < depth and j - i > 1:
+        parts = _group(graph, owners, weight, i, j, level + 1, depth)
+        if len(parts) > 1:
+            children = tuple(parts)
+    if level < len(owner.chain):
+        g, row = owner.chain[level]
+        clip = graph.graphs[g].clip
+        return Segment(
+            owner.rank,
+            clip.name.at(row),
+            "range",
+            ns,
+            i,
+            j,
+            int(clip.ev_idx[row]),
+            int(clip.tid[row]),
+            children=children,
+            rows=((g, row),),
+        )
+    kind = {COMMUNICATION: "communication", GPU_IDLE: "idle", NO_OP: "idle"}.get(
+        owner.label, "other"
+    )
+    frames = tuple({o.label_row for o in owners[i:j] if o.label_row is not None})
+    return Segment(owner.rank, owner.label, kind, ns, i, j, children=children, rows=frames)
+
+
+def family(name: str) -> str:
+    """What ranges of one kind share: `autograd::engine::evaluate_function: AddmmBackward0` →
+    `autograd::engine::evaluate_function`, `aten::mm` → `aten`, `Optimizer.step#SGD.step` →
+    `Optimizer.step`."""
+    if ": " in name:
+        return name.split(": ", 1)[0]
+    if "::" in name:
+        return name.rsplit("::", 1)[0]
+    return name.split("#", 1)[0].strip() or name  # `## forward ##`: a family of its own
+
+
+def _coalesce(segments: list[Segment]) -> list[Segment]:
+    """Top-level ranges of one rank and family in a row (the autograd nodes of a backward pass
+    with no annotation around it, the small ops of a loss), with the gaps between them, as one
+    segment whose parts they are."""
+    out: list[Segment] = []
+    i = 0
+    while i < len(segments):
+        first = segments[i]
+        if first.kind != "range":
+            out.append(first)
+            i += 1
+            continue
+        group, j, last_range = [first], i + 1, i
+        while j < len(segments) and segments[j].rank == first.rank:
+            if segments[j].kind == "range":
+                if family(segments[j].name) != family(first.name):
+                    break
+                last_range = j
+            elif segments[j].kind not in ("idle", "other"):
+                break
+            group.append(segments[j])
+            j += 1
+        members = group[: last_range - i + 1]  # gaps after the last range stay outside
+        ranges = [m for m in members if m.kind == "range"]
+        if len(ranges) < 2:
+            out.append(first)
+            i += 1
+            continue
+        names = {m.name for m in ranges}
+        name = ranges[0].name if len(names) == 1 else family(first.name) + "…"
+        out.append(
+            Segment(
+                first.rank,
+                f"{name} ×{len(ranges)}",
+                "range",
+                sum(m.ns for m in members),
+                members[0].first,
+                members[-1].last,
+                children=tuple(members),
+                rows=tuple(r for m in members for r in m.rows),
+            )
+        )
+        i = last_range + 1
+    return out
+
+
+def _fold(segments: list[Segment]) -> list[Segment]:
+    """At most MAX_LINES: the largest kept, runs of consecutive smaller ones folded."""
+    if len(segments) <= MAX_LINES:
+        return segments
+    sizes = sorted((s.ns for s in segments), reverse=True)
+    for kept in range(MAX_LINES - 1, -1, -1):
+        floor = sizes[kept - 1] if kept else float("inf")
+        big = [s.ns >= floor for s in segments]
+        folded = _fold_runs(segments, big)
+        if len(folded) <= MAX_LINES:
+            return folded
+    return _fold_runs(segments, [False] * len(segments))
+
+
+def _fold_runs(segments: list[Segment], big: list[bool]) -> list[Segment]:
+    out: list[Segment] = []
+    run: list[Segment] = []
+
+    def close() -> None:
+        if len(run) == 1:
+            out.append(run[0])
+        elif run:
+            ranks = sorted({s.rank for s in run})
+            out.append(
+                Segment(
+                    ranks[0] if len(ranks) == 1 else -1,
+                    f"{len(run)} smaller segments",
+                    "folded",
+                    sum(s.ns for s in run),
+                    run[0].first,
+                    run[-1].last,
+                    children=tuple(run),
+                    rows=tuple(r for m in run for r in m.rows),
+                )
+            )
+        run.clear()
+
+    for s, keep in zip(segments, big, strict=True):
+        if keep:
+            close()
+            out.append(s)
+        else:
+            run.append(s)
+    close()
+    return out
+
+
+# ---- what each path edge's time belongs to ----------------------------------------------------
+def _owners(graph: StepGraph, path: np.ndarray) -> list[_Owner]:
+    nests: dict[int, _Nesting] = {}
+
+    def nesting(g: int) -> _Nesting:
+        if g not in nests:
+            nests[g] = _Nesting(graph.graphs[g], g)
+        return nests[g]
+
+    src, dst = graph.src[path], graph.dst[path]
+    gs, gd = graph.graph_of(src), graph.graph_of(dst)
+    kinds = graph.kind[path].tolist()
+    out = []
+    for s, d, a, b, kind in zip(src.tolist(), dst.tolist(), gs.tolist(), gd.tolist(), kinds,
+                                strict=True):  # fmt: skip
+        rank = graph.graphs[b].rank
+        if a != b:  # a collective's time after its last participant arrived
+            out.append(_Owner(rank, (), COMMUNICATION))
+            continue
+        n = nesting(b)
+        ls, ld = s - int(graph.base[b]), d - int(graph.base[b])
+        rs, rd = ls // 2, ld // 2
+        if n.gpu[rs] and n.gpu[rd]:
+            if ld == ls + 1 and ls % 2 == 0:  # a GPU row's own span: the kernel's work
+                out.append(_Owner(rank, n.launch_chain(rd) + ((b, rd),), n.clip.name.at(rd)))
+            else:
+                label = GPU_IDLE if kind == KERNEL_KERNEL_DELAY else "GPU"
+                out.append(_Owner(rank, n.launch_chain(rd), label))
+        elif kind == KERNEL_LAUNCH_DELAY or n.gpu[rd]:  # a launch: the launching call's
+            out.append(_Owner(rank, n.chain(rs, ls, ls), "launch"))
+        elif n.gpu[rs]:  # GPU → CPU (a sync): the CPU call that waited
+            out.append(_Owner(rank, n.chain(rd, ld, ld), "sync"))
+        elif n.tid[rs] != n.tid[rd]:  # another thread resumed (a collective's completion)
+            out.append(n.owner(rank, rd, ld, ld))
+        else:
+            out.append(n.owner(rank, rs, ls, ld))
+    return out
+
+
+class _Nesting:
+    """One rank graph's CPU ranges, thread by thread, for "which ranges enclose this time"."""
+
+    def __init__(self, graph: WindowGraph, index: int) -> None:
+        c = graph.clip
+        self.clip, self.index = c, index
+        self.gpu = (c.kind == KIND_KERNEL) | (c.kind == KIND_SYNC) | (c.stream >= 0)
+        self.tid = c.tid
+        self.node_time = node_time_of(c)
+        self.ts, self.end = self.node_time[0::2], self.node_time[1::2]
+        cpu = np.nonzero(~self.gpu)[0]
+        order = cpu[np.lexsort((-(self.end[cpu] - self.ts[cpu]), self.ts[cpu], c.tid[cpu]))]
+        self.parent = np.full(c.n, -1, np.int64)
+        stack: list[int] = []
+        thread = None
+        ts_l, end_l, tid_l = self.ts.tolist(), self.end.tolist(), c.tid.tolist()
+        for r in order.tolist():
+            if tid_l[r] != thread:
+                stack, thread = [], tid_l[r]
+            while stack and not (ts_l[stack[-1]] <= ts_l[r] and end_l[stack[-1]] >= end_l[r]):
+                stack.pop()
+            self.parent[r] = stack[-1] if stack else -1
+            stack.append(r)
+        self.by_thread = {int(t): order[c.tid[order] == t] for t in np.unique(c.tid[cpu])}
+        self.python = c.cat_in(("python_function",))
+        frames = np.nonzero(self.python & ~c.name.contains(MODULE_FRAME))[0]
+        frames = frames[np.lexsort((frames, self.ts[frames]))]
+        self.python_by_thread = {
+            int(t): frames[c.tid[frames] == t] for t in np.unique(c.tid[frames])
+        }
+        self.meaningful = ~c.name.contains(STEP_ANNOTATION + "#") & (
+            ~self.python | c.name.contains(MODULE_FRAME)
+        )
+
+    def enclosing(self, row: int, a: int, b: int) -> list[int]:
+        """Rows of `row`'s thread that contain the nodes' times [a, b], innermost first."""
+        rows = self.by_thread.get(int(self.tid[row]))
+        if rows is None:
+            return []
+        ta, tb = int(self.node_time[a]), int(self.node_time[b])
+        at = int(np.searchsorted(self.ts[rows], ta, side="right")) - 1
+        out = []
+        r = int(rows[at]) if at >= 0 else -1
+        while r >= 0:
+            if self.ts[r] <= ta and self.end[r] >= tb:
+                out.append(r)
+            r = int(self.parent[r])
+        return out
+
+    def chain(self, row: int, a: int, b: int) -> tuple[tuple[int, int], ...]:
+        """The meaningful ranges over nodes [a, b] on `row`'s thread, outermost first."""
+        rows = self.enclosing(row, a, b)
+        return tuple((self.index, r) for r in reversed(rows) if self.meaningful[r])
+
+    def owner(self, rank: int, row: int, a: int, b: int) -> _Owner:
+        rows = self.enclosing(row, a, b)
+        chain = tuple((self.index, r) for r in reversed(rows) if self.meaningful[r])
+        frame = self._python_within(row, a, b)
+        if frame < 0:
+            python = [r for r in rows if self.python[r] and not self.meaningful[r]]
+            frame = python[0] if python else -1
+        if frame < 0:
+            return _Owner(rank, chain, NO_OP)
+        return _Owner(rank, chain, readable(self.clip.name.at(frame)), (self.index, frame))
+
+    def _python_within(self, row: int, a: int, b: int) -> int:
+        """The python frame inside the nodes' times [a, b] on `row`'s thread that covers most
+        of it (a `gc.collect()` between two ops), -1 if none."""
+        rows = self.python_by_thread.get(int(self.tid[row]))
+        if rows is None or b <= a:
+            return -1
+        ta, tb = int(self.node_time[a]), int(self.node_time[b])
+        hi = int(np.searchsorted(self.ts[rows], tb, side="left"))
+        lo = int(np.searchsorted(self.ts[rows], ta, side="left"))
+        cand = rows[lo:hi]
+        if len(cand) == 0:
+            return -1
+        overlap = np.minimum(self.end[cand], tb) - self.ts[cand]
+        best = int(np.argmax(overlap))
+        return int(cand[best]) if overlap[best] > 0 else -1
+
+    def launch_chain(self, gpu_row: int) -> tuple[tuple[int, int], ...]:
+        """The chain of the call that launched a GPU row, the call included."""
+        c = self.clip
+        launcher = int(c.position_of(np.array([c.index_correlation[gpu_row]]))[0])
+        if launcher < 0 or self.gpu[launcher]:
+            return ()
+        return self.chain(launcher, 2 * launcher, 2 * launcher + 1)
+
+
+def step_segments(graph: StepGraph, path: np.ndarray, depth: int = STORED_DEPTH) -> list[Segment]:
+    """The path's segments to `depth` levels, each of at least SAVING_SHARE of the path with
+    its saving."""
+    segments = path_segments(graph, path, depth)
+    total = int(graph.weight[path].sum())
+    if total <= 0:
+        return segments
+    return with_savings(segments, Savings(graph), path, max(1, int(total * SAVING_SHARE)))
+
+
+def heaviest_on(segments: Sequence[Segment], rank: int) -> str:
+    """The name of the top-level segment with the most path time on `rank` ("" if none)."""
+    mine = [s for s in segments if s.rank == rank]
+    return max(mine, key=lambda s: s.ns).name if mine else ""
+
+
+def with_savings(
+    segments: Sequence[Segment], savings: Savings, path: np.ndarray, floor_ns: int
+) -> list[Segment]:
+    """Segments (and parts) of at least `floor_ns` with what taking their work away saves:
+    its ranges' work where it has ranges, else its own path edges (communication, idle)."""
+    out = []
+    for seg in segments:
+        children = tuple(with_savings(seg.children, savings, path, floor_ns))
+        saving = None
+        if seg.ns >= floor_ns:
+            if seg.rows:
+                saving = savings.of_ranges(seg.rows)
+            else:
+                saving = savings.of_edges(path[seg.first : seg.last])
+        out.append(replace(seg, saving_ns=saving, children=children))
+    return out
+
+
+def flatten(segments: Sequence[Segment]) -> list[Segment]:
+    """Every segment, parents before their parts."""
+    out: list[Segment] = []
+    for s in segments:
+        out.append(s)
+        out += flatten(s.children)
+    return out
