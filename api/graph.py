@@ -34,6 +34,7 @@ from .queries.crossrank import StepVerdict, step_verdicts
 from .queries.dependencies import dependency_edges
 from .queries.diff import EdgeSetDiff, diff_edge_sets
 from .queries.guard import check_read_only, read_only_check
+from .queries.path import StepStory, step_stories
 from .queries.perfetto import write_chrome_trace
 from .queries.report import Report, build_report
 from .queries.report.compare import RunComparison, compare_runs
@@ -231,6 +232,20 @@ class Graph:
         each differing edge with why it differs."""
         with self.reading() as store:
             return diff_edge_sets(store, a, b, run=run, edge_type=edge_type, rank=rank)
+
+    def step_paths(
+        self,
+        *,
+        run: str | None = None,
+        step: int | None = None,
+        rank: int | None = None,
+        depth: int = 2,
+    ) -> list[StepStory]:
+        """Each step's (or ProfilerStep#`step`'s) critical path in segments, with what fixing
+        each would save: across ranks, or `rank`'s own (see queries/path.py)."""
+        with self.reading():
+            pass  # a path that holds no tracegraph database: the readers' one line
+        return step_stories(self.path, run=run, step=step, rank=rank, depth=depth)
 
     def dependencies(
         self, edge_set: str, *, run: str | None = None, rank: int | None = None

@@ -299,6 +299,25 @@ def _parser() -> argparse.ArgumentParser:
     options.output_format(p)
     p.set_defaults(handler=_whatif)
 
+    p = sub.add_parser(
+        "path",
+        help="each step's critical path in segments, with what fixing each would save",
+        description="The critical path of each ProfilerStep (across ranks where the step has "
+        "several, else the rank's own) collapsed into segments: consecutive path time under one "
+        "range (annotation, nn.Module, op, kernel), communication, idle. A segment's 'saves' is "
+        "the step time gone with its work taking no time (the path recomputed over the same "
+        "graph). Built from the run's archive with tracegraph's own rules; writes nothing.",
+    )
+    options.database(p)
+    options.run(p, "the database holds several")
+    p.add_argument("--step", type=int, metavar="N", help="only ProfilerStep#N")
+    p.add_argument("--rank", type=int, help="this rank's own path (default: across ranks)")
+    p.add_argument(
+        "--depth", type=_positive, default=2, metavar="K", help="levels of segments (default 2)"
+    )
+    options.output_format(p, ("table", "json"))
+    p.set_defaults(handler=_path)
+
     p = sub.add_parser("diff", help="compare two edge sets of a run")
     options.database(p)
     p.add_argument("set_a", metavar="SET_A")
@@ -915,6 +934,16 @@ def _compare_table(table: pa.Table) -> pa.Table:
             **_lengths(table, "b_", "b_before_us", "b_after_us", "b_ratio"),
         }
     )
+
+
+def _path(args: argparse.Namespace) -> int:
+    from .path_view import write_stories
+
+    stories = tracegraph.open(args.db).step_paths(
+        run=args.run, step=args.step, rank=args.rank, depth=args.depth
+    )
+    write_stories(sys.stdout, stories, args.depth, args.format)
+    return 0
 
 
 def _diff(args: argparse.Namespace) -> int:

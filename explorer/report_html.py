@@ -17,7 +17,7 @@ from tracegraph.queries.report import HTA_MODE, Report
 from tracegraph.queries.report.analyses import SHARE_NAMES
 
 from .names import shorten_all
-from .report_view import TITLES, _in_us
+from .report_view import TITLES, _in_us, finding_figures, finding_where
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -85,11 +85,10 @@ def _findings(report: Report) -> str:
         return "<p>None: every rule is below its threshold.</p>"
     out = []
     for f in report.findings:
-        where = f"rank {f.rank}" + ("" if f.step is None else f", step {f.step}")
         out.append(
             "<div class='finding'>"
-            f"<b>{html.escape(f.title)}</b> ({html.escape(f.kind)}, {where}) — "
-            f"{f.cost_ns_per_step / 1e3:,.0f} µs per step<br>{html.escape(f.detail)}<br>"
+            f"<b>{html.escape(f.title)}</b> ({html.escape(f.kind)}, {finding_where(f)}) — "
+            f"{html.escape(finding_figures(f))}<br>{html.escape(f.detail)}<br>"
             f"<i>Fix:</i> {html.escape(f.fix)}<br>"
             f"<code>{html.escape(f.evidence_cypher)}</code></div>"
         )

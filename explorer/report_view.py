@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.queries.report import HTA_MODE, Report
 from tracegraph.queries.report.compare import RunComparison
+from tracegraph.queries.report.findings import Finding
 
 from . import output
 
@@ -48,7 +49,11 @@ def findings_table(report: Report) -> pa.Table:
         {
             "kind": f.kind,
             "rank": f.rank,
+            "ranks": " ".join(str(r) for r in f.all_ranks),
             "step": f.step,
+            "saving_us_per_step": None
+            if f.saving_ns_per_step is None
+            else f.saving_ns_per_step / 1e3,
             "cost_us_per_step": f.cost_ns_per_step / 1e3,
             "events": f.events,
             "title": f.title,
@@ -59,8 +64,8 @@ def findings_table(report: Report) -> pa.Table:
         }  # fmt: skip
         for f in report.findings
     ]
-    names = ["kind", "rank", "step", "cost_us_per_step", "events", "title", "detail",
-             "evidence_ids", "evidence_cypher", "fix"]  # fmt: skip
+    names = ["kind", "rank", "ranks", "step", "saving_us_per_step", "cost_us_per_step", "events",
+             "title", "detail", "evidence_ids", "evidence_cypher", "fix"]  # fmt: skip
     return pa.Table.from_pylist(rows) if rows else pa.table({n: pa.array([]) for n in names})
 
 
@@ -106,16 +111,29 @@ def _write_findings(out: TextIO, report: Report, db: Path) -> None:
     if not report.findings:
         out.write("findings: none (every rule below its threshold; see README: report)\n")
         return
-    out.write("findings, most costly first:\n")
+    out.write("findings, what fixing each saves first:\n")
     for i, f in enumerate(report.findings, 1):
         out.write(
-            f"  {i}. rank {f.rank}{'' if f.step is None else f' step {f.step}'}: {f.title} "
-            f"[{f.kind}] — {f.cost_ns_per_step / 1e3:,.0f} µs per step\n"
+            f"  {i}. {finding_where(f)}: {f.title} [{f.kind}] — {finding_figures(f)}\n"
             f"     {f.detail}\n"
             f"     fix: {f.fix}\n"
             f"     evidence: tracegraph query {shlex.quote(str(db))} "
             f"{shlex.quote(f.evidence_cypher)}\n"
         )
+
+
+def finding_where(f: Finding) -> str:
+    ranks = f.all_ranks
+    where = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
+    return where + ("" if f.step is None else f" step {f.step}")
+
+
+def finding_figures(f: Finding) -> str:
+    """`saves 51,015 µs per step (cost 60,688 µs)`, or the cost where no saving is modelled."""
+    cost = f"{f.cost_ns_per_step / 1e3:,.0f} µs"
+    if f.saving_ns_per_step is None:
+        return f"costs {cost} per step (saving not modelled)"
+    return f"saves {f.saving_ns_per_step / 1e3:,.0f} µs per step (cost {cost})"
 
 
 def _in_us(table: pa.Table) -> pa.Table:

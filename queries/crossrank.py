@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from tracegraph.ingest.edgesets.native.segments import Segment
 from tracegraph.ingest.store import GraphStore
 
 
@@ -25,6 +26,7 @@ class StepVerdict:
     straggler: dict[str, object] | None
     wait_ns: dict[int, int]
     clock_offset_ns: dict[int, int]
+    segments: tuple[Segment, ...] = ()
 
     @staticmethod
     def of(summary: dict[str, object]) -> StepVerdict:
@@ -42,6 +44,7 @@ class StepVerdict:
             straggler if isinstance(straggler, dict) else None,
             ints("wait_ns"),
             ints("clock_offset_ns"),
+            tuple(Segment.of_json(x) for x in summary.get("segments") or ()),  # type: ignore[attr-defined]
         )
 
 
@@ -53,12 +56,24 @@ def describe(v: StepVerdict) -> str:
     )
     s = v.straggler
     if s is None:
-        return text + "; no rank arrived late at a collective"
-    return text + (
-        f"; straggler rank {s['rank']}: last at {s['last_at']} of {s['collectives']} "
-        f"collectives, {int(s['lateness_ns']) / 1e3:,.0f} µs after the others' median arrival "  # type: ignore[call-overload]
-        f"at {s['at']}, {int(s['caused_wait_ns']) / 1e3:,.0f} µs of wait caused on the others"  # type: ignore[call-overload]
-    )
+        text += "; no rank arrived late at a collective"
+    else:
+        text += (
+            f"; straggler rank {s['rank']}: last at {s['last_at']} of {s['collectives']} "
+            f"collectives, {int(s['lateness_ns']) / 1e3:,.0f} µs after the others' median "  # type: ignore[call-overload]
+            f"arrival at {s['at']}, {int(s['caused_wait_ns']) / 1e3:,.0f} µs of wait caused "  # type: ignore[call-overload]
+            "on the others"
+        )
+    return text + f"; {clocks(v.clock_offset_ns)}"
+
+
+def clocks(offsets: dict[int, int]) -> str:
+    """Which ranks' clocks were shifted to align them, and by how much."""
+    shifted = {r: ns for r, ns in sorted(offsets.items()) if ns}
+    if not shifted:
+        return "clocks not shifted (one host, or already aligned)"
+    parts = ", ".join(f"rank {r} {-ns / 1e3:+,.0f} µs" for r, ns in shifted.items())
+    return f"clocks aligned from the collectives' ends: {parts}"
 
 
 def step_verdicts(store: GraphStore, run: str, edge_set: str = "native") -> list[StepVerdict]:

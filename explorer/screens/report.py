@@ -15,13 +15,14 @@ from tracegraph.queries.report import Report, build_report
 
 from .. import keymap
 from ..messages import EventChosen, QueryFailed, ReportLoaded
+from ..report_view import finding_figures, finding_where
 from ..widgets.fit_table import FitTable
 from ..widgets.footer import StableFooter
 from ..widgets.format import cell, duration
 from ..widgets.fresh import StatusLine
 from .base import ExplorerScreen
 
-FINDING_HEADERS = ["µs/step", "rank", "step", "kind", "what"]
+FINDING_HEADERS = ["saves µs/step", "cost µs/step", "ranks", "step", "kind", "what"]
 # the tabs after Findings: report table → tab title
 TABS = {
     "steps": "Steps",
@@ -81,7 +82,14 @@ class ReportScreen(ExplorerScreen):
         report = self.report = message.report
         self.run_name = report.run
         rows = [
-            [f"{f.cost_ns_per_step / 1e3:,.0f}", str(f.rank), _step(f.step), f.kind, f.title]
+            [
+                "" if f.saving_ns_per_step is None else f"{f.saving_ns_per_step / 1e3:,.0f}",
+                f"{f.cost_ns_per_step / 1e3:,.0f}",
+                ",".join(str(r) for r in f.all_ranks),
+                _step(f.step),
+                f.kind,
+                f.title,
+            ]
             for f in report.findings
         ]
         self.query_one("#findings", FitTable).fill(FINDING_HEADERS, rows)
@@ -107,7 +115,8 @@ class ReportScreen(ExplorerScreen):
         f = self.report.findings[min(row, len(self.report.findings) - 1)]
         detail.update(
             Text(
-                f"{f.title} (rank {f.rank})\n{f.detail}\nfix: {f.fix}\n"
+                f"{f.title} ({finding_where(f)}; {finding_figures(f)})\n{f.detail}\n"
+                f"fix: {f.fix}\n"
                 f"evidence: {len(f.evidence_ids)} event(s) · {f.evidence_cypher}"
             )
         )

@@ -11,8 +11,9 @@ from typing import Any
 
 import numpy as np
 
-from .activity import COMMUNICATION, COMPUTATION, MEMORY, NO_LAUNCH, TYPES, GpuActivity
 from tracegraph.ingest.intervals import exclusive_shares, merged, overlap_length, union_length
+
+from .activity import COMMUNICATION, COMPUTATION, MEMORY, NO_LAUNCH, TYPES, GpuActivity
 
 KERNEL_WAIT_BELOW_NS = 30_000  # HTA's consecutive_kernel_delay: 30 (µs)
 IDLE_CATEGORIES = ("host_wait", "kernel_wait", "other")

@@ -3,9 +3,8 @@ message size and bandwidth where the trace records sizes; per rank how often it 
 the wait it caused; per step the straggler.
 
 Arrival is a participant's start (the NCCL/RCCL kernel's on a GPU rank, the `gloo:*` range's on
-a CPU rank), on clocks aligned as the native cross-rank path aligns them: a collective ends on
-every participant at about the same moment, so a rank's offset is the median, over the run's
-collectives, of its end minus the median end of that collective's participants. A rank waits at
+a CPU rank), on clocks aligned as the native cross-rank path aligns them (ingest/clocks.py: from
+the collectives' ends; ranks of one named host are not shifted). A rank waits at
 a collective from its arrival to the last participant's; the last arriver caused that wait. A
 step's straggler is the rank that caused the most wait per other participant at any one of the
 step's collectives (a step's collectives overlap, so the same lateness shows at each: not
@@ -22,6 +21,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tracegraph.ingest.clocks import offsets_from_ends
 from tracegraph.ingest.store import GraphStore
 
 from .analyses import Row
@@ -138,23 +138,23 @@ def _groups(p: Participants) -> list[np.ndarray]:
     return [g for g in np.split(np.arange(p.n), bounds) if len(np.unique(p.rank[g])) >= 2]
 
 
-def clock_offsets(p: Participants) -> dict[int, int]:
-    """Per rank: the median of (its end − the median end of the instance's participants)."""
-    deltas: dict[int, list[np.ndarray]] = {}
-    for sel in _groups(p):
-        middle = float(np.median(p.end[sel]))
-        for rank in np.unique(p.rank[sel]).tolist():
-            mine = sel[p.rank[sel] == rank]
-            deltas.setdefault(rank, []).append(p.end[mine] - middle)
-    return {r: int(np.median(np.concatenate(v))) for r, v in deltas.items()}
+def clock_offsets(p: Participants, hosts: dict[int, str | None] | None = None) -> dict[int, int]:
+    """Per rank, as the cross-rank path aligns clocks (ingest/clocks.py)."""
+    ends: dict[int, dict[int, int]] = {}
+    for i, sel in enumerate(_groups(p)):
+        ends[i] = {int(r): int(e) for r, e in zip(p.rank[sel], p.end[sel], strict=True)}
+    return offsets_from_ends(ends, hosts)
 
 
 def collective_rows(
-    p: Participants, windows: dict[int, list[StepWindow]], step: int | None = None
+    p: Participants,
+    windows: dict[int, list[StepWindow]],
+    step: int | None = None,
+    hosts: dict[int, str | None] | None = None,
 ) -> tuple[list[Row], list[Row], list[Row]]:
     """(per instance, per rank, per step) rows: see the module docstring; with `step`, only
     the instances of that step (and the per-rank figures over them)."""
-    offsets = clock_offsets(p)
+    offsets = clock_offsets(p, hosts)
     shift = np.array([offsets.get(int(r), 0) for r in p.rank], np.int64)
     arrive, leave = p.ts - shift, p.end - shift
     instances: list[Row] = []

@@ -13,7 +13,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest.edgesets.native.frame import Strings
-
 from tracegraph.ingest.intervals import Intervals, merged
 
 # ranges whose names say data loading, as torch and users name them (input_bound's)

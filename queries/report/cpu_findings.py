@@ -9,11 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracegraph.ingest.intervals import exclusive_shares, merged, subtract, union_length
+
 from .activity import GpuActivity
 from .analyses import gpu_idle_causes
 from .cpu import CpuEvents
 from .findings import EVIDENCE_ROWS, HOST_WAIT_SHARE, Finding, Ids, listing
-from tracegraph.ingest.intervals import exclusive_shares, merged, subtract, union_length
 from .steps import StepWindow
 
 INPUT_BOUND_SHARE = 0.10  # data loading with the GPU idle (CPU-only: at all), of the step time
@@ -114,6 +115,7 @@ def _input_bound(r: RankEvents) -> list[Finding]:
             evidence, _op_listing(evidence),
             "load ahead: DataLoader(num_workers > 0, pin_memory=True, prefetch_factor), move "
             "decoding/augmentation off the training process, or cache the dataset",
+            work=((r.rank, tuple(r.cpu.ev_idx[rows].tolist())),),
         )
     ]  # fmt: skip
 
@@ -174,6 +176,8 @@ def _stall(r: RankEvents) -> list[Finding]:
             "find what holds the interpreter: gc.freeze() after setup or gc.disable() with "
             "periodic collection between steps, fewer cyclic objects per step, no Python-heavy "
             "work (logging, metrics) inside the step",
+            times=((r.rank, tuple(zip(g_lo.tolist(), g_hi.tolist(), strict=True))),),
+            work_kind="times",
         )
     ]  # fmt: skip
 
@@ -205,6 +209,7 @@ def _implicit_casts(r: RankEvents) -> list[Finding]:
             evidence, _op_listing(evidence),
             "keep activations and weights in one dtype (autocast for mixed precision, the "
             "model and inputs cast once), not per layer",
+            work=((r.rank, tuple(cpu.ev_idx[rows].tolist())),),
         )
     ]  # fmt: skip
 
@@ -226,6 +231,7 @@ def _small_op_storm(r: RankEvents) -> list[Finding]:
             f"{spent / 1e3:,.0f} µs of CPU time in all",
             evidence, _op_listing(evidence),
             "fuse them: torch.compile, foreach/fused kernels, fewer Python-level elementwise ops",
+            work=((r.rank, tuple(cpu.ev_idx[rows].tolist())),),
         )
     ]  # fmt: skip
 
@@ -262,6 +268,7 @@ def _optimizer_dominance(r: RankEvents) -> list[Finding]:
             evidence, _op_listing(evidence),
             "use the foreach or fused optimizer (foreach=True / fused=True), or a fused "
             "optimizer from apex/torchao",
+            work=((r.rank, tuple(cpu.ev_idx[rows].tolist())),),
         )
     ]  # fmt: skip
 
@@ -286,6 +293,7 @@ def _memory_churn(r: RankEvents) -> list[Finding]:
             listing("(r:Runtime)", evidence, "r.id AS runtime, r.name AS name, r.dur AS dur"),
             "let the caching allocator keep memory: stable shapes, no torch.cuda.empty_cache() "
             "in the loop, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+            work=((r.rank, tuple(cpu.ev_idx[rows].tolist())),),
         )
     ]  # fmt: skip
 

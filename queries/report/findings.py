@@ -7,17 +7,17 @@ costs what reading their archives costs.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from tracegraph.ingest import schema
+from tracegraph.ingest.intervals import Intervals, exclusive_shares, merged
 
 from .activity import COMMUNICATION, COMPUTATION, NO_LAUNCH, GpuActivity
 from .analyses import Row
 from .cpu import CpuEvents
-from tracegraph.ingest.intervals import Intervals, exclusive_shares, merged
 
 HOST_WAIT_SHARE = 0.10  # GPU idle waiting for launches, as a share of the GPU span
 EXPOSED_COMM_SHARE = 0.10  # communication not under compute, as a share of the GPU span
@@ -52,14 +52,31 @@ class Finding:
     fix: str
 
     step: int | None = None  # the step it is about (None: every step of the rank)
+    # the work it is about, whose time fixing it would take away: (rank, ev_idx of its events)
+    # pairs, and how: "ranges" (CPU ranges and what they launch), "gpu" (GPU activity: its
+    # time and the idle before it), "times" (CPU time in [ts, end) intervals: `times`)
+    work: tuple[tuple[int, tuple[int, ...]], ...] = field(default=(), compare=False, repr=False)
+    work_kind: str = "ranges"
+    times: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = field(
+        default=(), compare=False, repr=False
+    )
+    saving_ns_per_step: int | None = None  # the step time fixing it saves (None: not modelled)
+    ranks: tuple[int, ...] = ()  # every rank it was found on (folded: one finding for them all)
+
+    @property
+    def all_ranks(self) -> tuple[int, ...]:
+        return self.ranks or (self.rank,)
 
     def to_json(self) -> dict[str, Any]:
         """The report JSON's finding (README: the report's JSON)."""
+        saving = self.saving_ns_per_step
         return {
             "kind": self.kind,
             "rank": self.rank,
+            "ranks": list(self.all_ranks),
             "step": self.step,
             "cost_us": round(self.cost_ns_per_step / 1e3, 3),
+            "saving_us": None if saving is None else round(saving / 1e3, 3),
             "events": self.events,
             "evidence": {"ids": list(self.evidence_ids), "cypher": self.evidence_cypher},
             "summary": f"{self.title}: {self.detail}",
@@ -140,6 +157,8 @@ def _host_wait(gpu: GpuActivity, temporal: Row, span: int, steps: int, ids: Ids)
             "feed the GPU faster: fewer, larger kernels (torch.compile, fused ops), CUDA graphs "
             "for launch-bound loops, and host work (data prep, Python, syncs) off the step's "
             "critical path",
+            work=((gpu.rank, tuple(gpu.ev_idx[rows].tolist())),),
+            work_kind="gpu_idle",
         )
     ]
 
@@ -171,6 +190,8 @@ def _exposed_communication(
             listing("(k:Kernel)", evidence, "k.id AS kernel, k.name AS name, k.dur AS dur"),
             "overlap it: start gradient all-reduce during backward (DDP bucket size, FSDP "
             "prefetch), run collectives on their own stream, or shrink what is sent",
+            work=((gpu.rank, tuple(gpu.ev_idx[comm].tolist())),),
+            work_kind="gpu",
         )
     ]
 
@@ -221,6 +242,7 @@ def _sync_forcing(
             ),
             "keep values on the GPU in the hot loop: no .item()/.cpu()/print of tensors, "
             "nonzero/masked_select with a known size, or read them once per N steps",
+            work=((gpu.rank, tuple(cpu.ev_idx[under[under >= 0]].tolist())),),
         )
     ]
 

@@ -16,14 +16,17 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest import schema
 from tracegraph.ingest.archive import read_rank, run_archive
+from tracegraph.ingest.edgesets.native.crossrank import CrossRankPath
+from tracegraph.ingest.edgesets.native.edge_set import build_run
 from tracegraph.ingest.edgesets.native.frame import FrameSource
+from tracegraph.ingest.edgesets.native.segments import heaviest_on, step_segments
 from tracegraph.ingest.edgesets.native.sources import rank_sources
-from tracegraph.ingest.edgesets.records import RunSource, pid_ranks, run_source
+from tracegraph.ingest.edgesets.records import RunSource, pid_ranks, rank_hosts, run_source
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore
 
-from ..crossrank import step_verdicts
 from . import analyses, collectives
 from .activity import exact_activity, hta_activity
 from .contract import report_json
@@ -32,11 +35,11 @@ from .cpu_findings import RankEvents, cpu_findings
 from .findings import Finding, Ids, rank_findings
 from .memory import SCHEMA as MEMORY_SCHEMA
 from .memory import memory_rows
+from .savings import folded, ranked, step_graphs, straggler_findings, with_savings
 from .steps import StepWindow, rows_in, step_figures, step_windows
 
 DEFAULT_TOP = 10
 HTA_MODE = "hta-compatible"
-STRAGGLER_SHARE = 0.05  # wait a late rank caused each other rank, of the step's median time
 
 
 class ReportError(TracegraphError):
@@ -118,66 +121,70 @@ def build_report(
         found += cpu_findings(RankEvents(gpu.rank, cpu, whole, mine, ids))
     bound_by: dict[int, dict[str, object]] = {}
     if not hta_compatible:
-        instances, per_rank, stragglers = collectives.collective_rows(
-            collectives.participants(store, source.run), every_step, step
+        instances, per_rank, _ = collectives.collective_rows(
+            collectives.participants(store, source.run),
+            every_step,
+            step,
+            rank_hosts(store, source.run),
         )
         rows["memory"] = memory_rows(store, source.run, wanted)
         rows["collectives"], rows["collective_ranks"] = instances, per_rank
-        rows["stragglers"] = stragglers
-        found += _straggler_findings(stragglers, rows["steps"], source, len(source.files))
-        bound_by = _bound_by(store, source.run)
+        # the story (what bound each step, who was late, what fixing each finding saves) is
+        # the native path's, built here in memory: the same computation `path` and `edges
+        # --native` show
+        built = build_run(db, run=source.run, all_steps=True)
+        steps = step_graphs(built, step)
+        paths = [p for p in built.paths if step is None or p.step == f"ProfilerStep#{step}"]
+        rows["stragglers"] = _straggler_rows(paths, source.run_idx)
+        bound_by = _bound_by(paths, steps)
+        found = with_savings(found, steps)
+        found = folded(found, steps) + straggler_findings(paths, source.run_idx)
     tables = {name: pa.Table.from_pylist(rows[name], schema=TABLES[name]) for name in TABLES}
-    ordered = sorted(found, key=lambda f: (-f.cost_ns_per_step, f.rank, f.kind, f.step or -1))
     return Report(
         source.run,
         HTA_MODE if hta_compatible else "exact",
         tuple(wanted),
         step,
         tables,
-        tuple(ordered),
+        tuple(ranked(found)),
         bound_by,
     )
 
 
-def _straggler_findings(
-    stragglers: list[dict[str, Any]], steps: list[dict[str, Any]], source: RunSource, world: int
-) -> list[Finding]:
-    """A step whose late rank made each other rank wait ≥ STRAGGLER_SHARE of the step."""
-    found = []
-    for s in stragglers:
-        durations = sorted(r["step_ns"] for r in steps if r["step"] == s["step"])
-        if not durations or world < 2:
+def _straggler_rows(paths: list[CrossRankPath], run_idx: int) -> list[dict[str, Any]]:
+    """Per step, the straggler of the cross-rank verdict."""
+    out = []
+    for p in paths:
+        st, number = p.straggler, p.step.removeprefix("ProfilerStep#")
+        if st is None or not number.isdigit():
             continue
-        median = durations[len(durations) // 2]
-        each = s["wait_caused_ns"]  # what each other rank lost at its worst collective
-        if each < STRAGGLER_SHARE * median:
-            continue
-        found.append(
-            Finding(
-                "straggler", s["rank"], "A late rank holds up the collectives", each, 1,
-                f"in step {s['step']} rank {s['rank']} arrived last, {s['late_ns'] / 1e3:,.0f} "
-                f"µs after the others at {s['collective']}: each other rank waited "
-                f"{each / 1e3:,.0f} µs",
-                (s["event"],),
-                f"MATCH (k:Op:Kernel)-[:PART_OF]->(c:Collective) WHERE k.id IN [{s['event']}] "
-                "RETURN k.id AS participant, k.rank AS rank, k.ts AS ts, c.name AS collective, "
-                "c.seq AS seq",
-                "see what the late rank does before the collective in that step (data loading, "
-                "a host stall, uneven work): the findings and steps of that rank say which",
-                s["step"],
-            )
-        )  # fmt: skip
-    return found
+        out.append(
+            {
+                "step": int(number),
+                "rank": st.rank,
+                "wait_caused_ns": st.caused_wait_ns,
+                "late_ns": st.lateness_ns,
+                "collective": st.at,
+                "event": schema.event_key(run_idx, st.rank, st.ev_idx),
+            }
+        )
+    return out
 
 
-def _bound_by(store: GraphStore, run: str) -> dict[int, dict[str, object]]:
-    """Per step, the rank and op that bound it across ranks, from a native edge set built over
-    every step (none: empty)."""
+def _bound_by(paths: list[CrossRankPath], steps: list[Any]) -> dict[int, dict[str, object]]:
+    """Per step, the rank and op that bound it: across ranks where the step joins them, else
+    the rank's own path's heaviest segment (one rank: that rank)."""
     out: dict[int, dict[str, object]] = {}
-    for v in step_verdicts(store, run):
-        number = v.step.removeprefix("ProfilerStep#")
+    for p in paths:
+        number = p.step.removeprefix("ProfilerStep#")
         if number.isdigit():
-            out[int(number)] = {"rank": v.bound_by_rank, "op": v.bound_by_op}
+            out[int(number)] = {"rank": p.bound_by_rank, "op": p.bound_by_op}
+    for s in steps:
+        if s.number is None or s.number in out or len(s.index) != 1:
+            continue
+        (rank,) = s.index
+        segments = step_segments(s.graph, s.graph.longest().edges, 1)
+        out[s.number] = {"rank": rank, "op": heaviest_on(segments, rank)}
     return out
 
 

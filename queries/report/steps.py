@@ -13,11 +13,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tracegraph.ingest.intervals import overlap_length, union_length
 from tracegraph.ingest.store import GraphStore
 
 from .activity import COMMUNICATION, COMPUTATION, GpuActivity
 from .analyses import Row
-from tracegraph.ingest.intervals import overlap_length, union_length
 
 
 @dataclass(frozen=True)

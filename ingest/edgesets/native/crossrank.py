@@ -5,13 +5,8 @@ arrived, so the early ranks' wait is the late rank's doing. Arrival is the parti
 the NCCL/RCCL kernel's start on a GPU rank, the `gloo:*` range's start on a CPU rank.
 
 Clocks: each rank's timestamps come from its own host clock. Ranks on different hosts can
-disagree by far more than a collective lasts, so arrivals are compared on aligned clocks. A
-collective ends on every participant at about the same moment (the last arrival releases them
-all), so each rank's offset is the median, over the run's collectives, of its end minus the
-median end of that collective's participants. Ranks whose traces name one host share its clock
-and one offset (the median over all their collectives): a rank's own estimate is off by the
-time its collectives take to release it (up to ~2 ms seen on one host), which would shift a
-lateness by that much.
+disagree by far more than a collective lasts, so arrivals are compared on clocks aligned from
+the collectives' ends (ingest/clocks.py; ranks of one named host are not shifted).
 
 Per collective instance (the `Collective` nodes and their `PART_OF` participants), with L the
 last to arrive:
@@ -33,7 +28,8 @@ the joined graph goes forward in (aligned) time, and the path is no longer than 
 checked here, a break fails the build.
 
 The straggler of a step is the rank whose late arrivals caused the most wait on the others; its
-lateness at a collective is its arrival minus the median arrival of the other participants.
+lateness at a collective is its arrival minus the median arrival of the other participants, and
+it is named only where that reaches `LATE_SHARE` of the step's path somewhere.
 """
 
 from __future__ import annotations
@@ -43,6 +39,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ...clocks import offsets_from_ends
 from ...intervals import covered_between, merged
 from .edges import (
     COLLECTIVE_DEPENDENCY,
@@ -58,6 +55,10 @@ from .segments import Segment, heaviest_on, step_segments
 from .step_graph import StepGraph
 from .threads import waits_itself
 
+# A rank is the step's straggler when it arrived at least this share of the step's path after
+# the others' median arrival somewhere; arrivals closer than that are jitter (and a clean job's
+# "latest" rank changes from step to step).
+LATE_SHARE = 0.05
 # A blocked timeline resumes within this of the collective's end: a GPU stream in microseconds,
 # a CPU thread woken by the collective's worker thread in about 1 ms on a loaded host (measured:
 # 1.0 ms on 4 gloo ranks sharing 2 cores, tests/data/gloo_4r).
@@ -121,6 +122,7 @@ class Straggler:
     lateness_ns: int  # its largest lateness: arrival − median arrival of the others
     at: str  # the collective where it was that late
     caused_wait_ns: int  # wait it caused: each other rank's (a union over the step), summed
+    ev_idx: int = -1  # its participant in that collective
 
 
 @dataclass(frozen=True)
@@ -170,25 +172,7 @@ def clock_offsets(
         end_ns = (frame.end[rows[found]] + frame.origin) * frame.unit_ns
         for cid, end in zip(cids[found].tolist(), end_ns.tolist(), strict=True):
             ends[cid][frame.rank] = end
-    diffs: dict[int, list[int]] = defaultdict(list)
-    for by_rank in ends.values():
-        if len(by_rank) < 2:
-            continue
-        middle = float(np.median(list(by_rank.values())))
-        for rank, end in by_rank.items():
-            diffs[rank].append(int(round(end - middle)))
-    hosts = hosts or {}
-    named = {hosts.get(rank) for rank in diffs}
-    if len(named) == 1 and None not in named:
-        return dict.fromkeys(diffs, 0)  # one host, one clock: nothing to align
-    pooled: dict[str, list[int]] = defaultdict(list)
-    for rank, d in diffs.items():
-        if hosts.get(rank):
-            pooled[str(hosts[rank])] += d
-    return {
-        rank: int(np.median(pooled[str(hosts[rank])] if hosts.get(rank) else d))
-        for rank, d in diffs.items()
-    }
+    return offsets_from_ends(ends, hosts)
 
 
 def cross_rank_path(
@@ -223,14 +207,15 @@ def cross_rank_path(
     waited: dict[int, list[tuple[int, int]]] = defaultdict(list)
     waited_for: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     last_at: dict[int, int] = defaultdict(int)
-    worst: dict[int, tuple[int, str]] = {}
+    worst: dict[int, tuple[int, str, int]] = {}
     for cid, arrivals in present.items():
         last = max(arrivals, key=lambda a: (a.start, -a.rank))
         others = [a for a in arrivals if a is not last]
         lateness = last.start - int(np.median([a.start for a in others]))
         last_at[last.rank] += 1
-        if lateness > worst.get(last.rank, (-1, ""))[0]:
-            worst[last.rank] = (lateness, participants.labels[cid])
+        if lateness > worst.get(last.rank, (-1, "", -1))[0]:
+            ev = int(graphs[last.graph].clip.ev_idx[last.row])
+            worst[last.rank] = (lateness, participants.labels[cid], ev)
         last_node = int(base[last.graph]) + 2 * last.row
         for a in others:
             node = int(base[a.graph]) + 2 * a.row
@@ -277,7 +262,9 @@ def cross_rank_path(
         caused[late] += _union(spans)
     if caused and max(caused.values()) > 0:
         r = max(caused, key=lambda x: (caused[x], -x))
-        straggler = Straggler(r, last_at[r], len(present), worst[r][0], worst[r][1], caused[r])
+        if worst[r][0] >= LATE_SHARE * path.length:  # else arrival jitter, no straggler
+            lateness, at, ev = worst[r]
+            straggler = Straggler(r, last_at[r], len(present), lateness, at, caused[r], ev)
     return CrossRankPath(
         step,
         int(path.length),

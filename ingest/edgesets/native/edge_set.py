@@ -23,6 +23,7 @@ from ...store import GraphStore
 from ..errors import EdgeSetError
 from ..records import (
     RankOutcome,
+    RunSource,
     edge_set_row,
     pid_ranks,
     rank_hosts,
@@ -90,30 +91,13 @@ def build_native_edge_set(
     window = window or Window()
     report = progress or (lambda stage, done, total: None)
     began = time.perf_counter()
-    if not Path(db).exists():
-        raise EdgeSetError(f"{db}: no such database")
-    with GraphStore(Path(db), read_only=True) as store:
-        source = run_source(store, run)
-        run, run_idx, files, counts = source.run, source.run_idx, source.files, source.counts
-        members = collective_instances(store, run) if options.cross_rank else {}
-        hosts = rank_hosts(store, run) if options.cross_rank else {}
-        folder = run_archive(Path(db), store, run_idx)
-        pids = {}
-        if folder is None and len(set(files.values())) < len(files):
-            pids = pid_ranks(store, run_idx)
-    if not files:
-        raise EdgeSetError(f"{db}: run '{run}' has no ranks")
-    builds: list[RankBuild] = []
-    stage = f"building {options.edge_set_name} edges"
-    report(stage, 0, len(files))
-    for rank_source in rank_sources(Path(db), files, counts, pids, folder):
-        builds.append(build_rank(rank_source, options, window, all_steps))
-        report(stage, len(builds), len(files))
+    built_run = build_run(
+        db, run=run, options=options, window=window, all_steps=all_steps, progress=progress
+    )
+    source, builds, paths = built_run.source, built_run.builds, built_run.paths
+    run, run_idx = source.run, source.run_idx
     built = time.perf_counter()
     name = options.edge_set_name
-    paths, left_out = (
-        _cross_rank(builds, members, hosts) if options.cross_rank and len(builds) > 1 else ([], [])
-    )
     tables, summaries = edge_tables(builds, run_idx, name)
     extra = collective_rows(paths, run_idx, name)
     edges = first_of_each_edge(pa.concat_tables([*tables, extra]))
@@ -151,8 +135,58 @@ def build_native_edge_set(
         loaded,
         int(inferred.num_rows) if inferred is not None else 0,
         {"build": built - began, "total": time.perf_counter() - began},
-        tuple(left_out),
+        tuple(built_run.left_out),
     )
+
+
+@dataclass(frozen=True)
+class BuiltRun:
+    """A run's native graphs, built in memory from its archive: every rank's windows and each
+    step's path across ranks (what an edge set stores, and what `path` reads)."""
+
+    source: RunSource
+    builds: list[RankBuild]
+    paths: list[CrossRankPath]
+    left_out: list[str]  # steps with no cross-rank path, and why
+
+
+def build_run(
+    db: Path,
+    *,
+    run: str | None = None,
+    options: NativeOptions | None = None,
+    window: Window | None = None,
+    all_steps: bool = False,
+    progress: Progress | None = None,
+) -> BuiltRun:
+    """Build every rank's window graphs of `run` and join each step's across ranks (plain
+    native options), writing nothing."""
+    options = options or NativeOptions()
+    window = window or Window()
+    report = progress or (lambda stage, done, total: None)
+    if not Path(db).exists():
+        raise EdgeSetError(f"{db}: no such database")
+    with GraphStore(Path(db), read_only=True) as store:
+        source = run_source(store, run)
+        run, run_idx, files, counts = source.run, source.run_idx, source.files, source.counts
+        members = collective_instances(store, run) if options.cross_rank else {}
+        hosts = rank_hosts(store, run) if options.cross_rank else {}
+        folder = run_archive(Path(db), store, run_idx)
+        pids = {}
+        if folder is None and len(set(files.values())) < len(files):
+            pids = pid_ranks(store, run_idx)
+    if not files:
+        raise EdgeSetError(f"{db}: run '{run}' has no ranks")
+    builds: list[RankBuild] = []
+    stage = f"building {options.edge_set_name} edges"
+    report(stage, 0, len(files))
+    for rank_source in rank_sources(Path(db), files, counts, pids, folder):
+        builds.append(build_rank(rank_source, options, window, all_steps))
+        report(stage, len(builds), len(files))
+    paths, left_out = (
+        _cross_rank(builds, members, hosts) if options.cross_rank and len(builds) > 1 else ([], [])
+    )
+    return BuiltRun(source, builds, paths, left_out)
 
 
 def _cross_rank(

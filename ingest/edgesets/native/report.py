@@ -112,8 +112,7 @@ def _window_entry(w: WindowResult, path_from: int) -> dict[str, object]:
             path_order=[path_from, path_from + len(g.path.edges)],
             seconds=round(w.seconds, 4),
             segments=[
-                seg.to_json()
-                for seg in step_segments(StepGraph.of_window(w.step, g), g.path.edges)
+                seg.to_json() for seg in step_segments(StepGraph.of_window(w.step, g), g.path.edges)
             ],
         )
     return entry
@@ -153,6 +152,7 @@ def path_summary(p: CrossRankPath) -> dict[str, object]:
             "lateness_ns": st.lateness_ns,
             "at": st.at,
             "caused_wait_ns": st.caused_wait_ns,
+            "ev_idx": st.ev_idx,
         },
         "bound_by_rank": p.bound_by_rank,
         "bound_by_op": p.bound_by_op,

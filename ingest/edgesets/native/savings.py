@@ -16,6 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from ...intervals import covered_between, merged
+from .edges import KERNEL_KERNEL_DELAY, KERNEL_LAUNCH_DELAY
 from .frame import KIND_KERNEL, KIND_SYNC
 from .stacks import thread_ids
 from .step_graph import StepGraph
@@ -40,6 +41,12 @@ class Savings:
         weight[edges] = 0
         return self.length - self._lengths.length(weight)
 
+    def of_cut(self, cut: np.ndarray) -> int:
+        """Saving with each edge's weight less `cut` (never below 0)."""
+        if not cut.any():
+            return 0
+        return self.length - self._lengths.length(np.maximum(self.graph.weight - cut, 0))
+
     def of_ranges(self, ranges: Iterable[tuple[int, int]]) -> int:
         """Saving with the work of these (graph index, row) ranges taking no time."""
         cut = np.zeros(len(self.graph.weight), np.int64)
@@ -47,10 +54,39 @@ class Savings:
         for g, row in ranges:
             by_graph.setdefault(g, []).append(row)
         for g, rows in by_graph.items():
-            cut = np.maximum(cut, self._cut(g, np.asarray(rows, np.int64)))
-        if not cut.any():
-            return 0
-        return self.length - self._lengths.length(np.maximum(self.graph.weight - cut, 0))
+            cut = np.maximum(cut, self.cut_ranges(g, np.asarray(rows, np.int64)))
+        return self.of_cut(cut)
+
+    def cut_gpu(self, g: int, rows: np.ndarray, idle_only: bool = False) -> np.ndarray:
+        """GPU rows of graph g taking no time (their spans, their launch delays and the stream's
+        gap before them, a collective's time into their end), or with `idle_only` only the
+        wait before them: the launch delay and the stream's gap."""
+        graph, lo = self.graph, int(self.graph.base[g])
+        nodes = np.zeros(graph.n_nodes, bool)
+        nodes[lo + 2 * rows] = True
+        if not idle_only:
+            nodes[lo + 2 * rows + 1] = True
+        into = nodes[graph.dst]
+        if idle_only:
+            into &= np.isin(graph.kind, (KERNEL_LAUNCH_DELAY, KERNEL_KERNEL_DELAY))
+        return np.where(into, graph.weight, 0)
+
+    def cut_times(self, g: int, lo_ns: np.ndarray, hi_ns: np.ndarray) -> np.ndarray:
+        """Every CPU edge of graph g losing its time inside [lo, hi) (trace ns, the rank's own
+        clock)."""
+        graph, lo = self.graph, int(self.graph.base[g])
+        clip = graph.graphs[g].clip
+        offset = (int(clip.ts[0]) + clip.origin) * clip.unit_ns - int(graph.times[lo])
+        union = merged(np.asarray(lo_ns) - offset, np.asarray(hi_ns) - offset)
+        thread, gpu, _, mine = self._parts(g)
+        on_cpu = ~gpu[(graph.src[mine] - lo) // 2] & ~gpu[(graph.dst[mine] - lo) // 2]
+        j = mine[on_cpu]
+        out = np.zeros(len(graph.weight), np.int64)
+        out[j] = covered_between(graph.times[graph.src[j]], graph.times[graph.dst[j]], union)
+        return out
+
+    def cut_ranges(self, g: int, rows: np.ndarray) -> np.ndarray:
+        return self._cut(g, rows)
 
     def _cut(self, g: int, rows: np.ndarray) -> np.ndarray:
         """How much each edge of graph g loses when these rows take no time."""

@@ -218,7 +218,7 @@ def _coalesce(segments: list[Segment]) -> list[Segment]:
                 sum(m.ns for m in members),
                 members[0].first,
                 members[-1].last,
-                children=tuple(members),
+                children=tuple(_fold(members)),
                 rows=tuple(r for m in members for r in m.rows),
             )
         )

@@ -1,0 +1,207 @@
+"""Findings ranked by what fixing them saves, and the straggler as a finding of its own.
+
+Each step's graph (every rank joined through the collectives, as `tracegraph path` shows it, or
+a rank's own where the step has no other rank) is built once from the run's archive. A
+finding's saving is the step time gone with its work taking no time there (ingest/edgesets/
+native/savings.py), averaged over the steps of its ranks. Waiting weighs nothing in those graphs,
+so a rank's time spent waiting for a late rank saves nothing when "fixed" on the waiting rank:
+the late rank's work does, and the straggler finding carries it. Findings of one kind on several
+ranks fold into one naming the ranks, its saving that of fixing it on all of them at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from tracegraph.ingest import schema
+from tracegraph.ingest.edgesets.native.crossrank import CrossRankPath
+from tracegraph.ingest.edgesets.native.edge_set import BuiltRun
+from tracegraph.ingest.edgesets.native.savings import Savings
+from tracegraph.ingest.edgesets.native.segments import Segment, flatten
+from tracegraph.ingest.edgesets.native.step_graph import StepGraph
+from tracegraph.ingest.edgesets.native.window import STEP_ANNOTATION
+from tracegraph.ingest.python_frames import readable
+
+from .findings import Finding, listing
+
+
+@dataclass(frozen=True)
+class _Step:
+    """One step's graph and the rank graphs in it."""
+
+    number: int | None
+    graph: StepGraph
+    savings: Savings
+    index: dict[int, int]  # rank → graph index
+
+
+def step_graphs(built: BuiltRun, step: int | None = None) -> list[_Step]:
+    """Every step's graph (only ProfilerStep#`step`'s with `step`)."""
+    out: list[_Step] = []
+    joined = {p.step for p in built.paths}
+    for p in built.paths:
+        number = _number(p.step)
+        if p.graph is not None and (step is None or number == step):
+            index = {g.rank: i for i, g in enumerate(p.graph.graphs)}
+            out.append(_Step(number, p.graph, Savings(p.graph), index))
+    for b in built.builds:
+        for w in b.windows:
+            label = w.step or w.window.label()
+            number = _number(label)
+            if w.graph is None or label in joined or (step is not None and number != step):
+                continue
+            graph = StepGraph.of_window(label, w.graph)
+            out.append(_Step(number, graph, Savings(graph), {b.rank: 0}))
+    return out
+
+
+def _number(label: str) -> int | None:
+    text = label.removeprefix(f"{STEP_ANNOTATION}#")
+    return int(text) if text.isdigit() else None
+
+
+def with_savings(findings: Sequence[Finding], steps: list[_Step]) -> list[Finding]:
+    """Each finding with its saving per step (None where its work is not modelled)."""
+    return [
+        replace(f, saving_ns_per_step=_saving(f, steps)) if f.work or f.times else f
+        for f in findings
+    ]
+
+
+def _saving(finding: Finding, steps: list[_Step]) -> int | None:
+    if not finding.work and not finding.times:
+        return None
+    ranks = set(finding.all_ranks)
+    mine = [s for s in steps if ranks & set(s.index)]
+    if not mine:
+        return None
+    total = 0
+    for s in mine:
+        cut = np.zeros(len(s.graph.weight), np.int64)
+        for rank, events in finding.work:
+            if rank in s.index:
+                cut = np.maximum(cut, _cut(s, finding.work_kind, s.index[rank], events))
+        for rank, spans in finding.times:
+            if rank in s.index and spans:
+                lo, hi = np.array(spans, np.int64).T
+                cut = np.maximum(cut, s.savings.cut_times(s.index[rank], lo, hi))
+        total += s.savings.of_cut(cut)
+    return total // len(mine)
+
+
+def _cut(s: _Step, kind: str, g: int, events: tuple[int, ...]) -> np.ndarray:
+    clip = s.graph.graphs[g].clip
+    rows = clip.position_of(np.asarray(events, np.int64))
+    rows = rows[rows >= 0]
+    if len(rows) == 0:
+        return np.zeros(len(s.graph.weight), np.int64)
+    if kind == "gpu":
+        return s.savings.cut_gpu(g, rows)
+    if kind == "gpu_idle":
+        return s.savings.cut_gpu(g, rows, idle_only=True)
+    return s.savings.cut_ranges(g, rows)
+
+
+def ranked(findings: Sequence[Finding]) -> list[Finding]:
+    """Most saving first (findings without a modelled saving after, by cost)."""
+    return sorted(
+        findings,
+        key=lambda f: (
+            f.saving_ns_per_step is None,
+            -(f.saving_ns_per_step or 0),
+            -f.cost_ns_per_step,
+            f.rank,
+            f.kind,
+            f.step or -1,
+        ),
+    )
+
+
+def folded(findings: Sequence[Finding], steps: list[_Step]) -> list[Finding]:
+    """Findings of one kind (and step) on several ranks as one, naming the ranks; its saving is
+    that of fixing it on all of them, its cost the ranks' mean."""
+    groups: dict[tuple[str, int | None, int], list[Finding]] = {}
+    for i, f in enumerate(findings):
+        alone = i if f.kind == "straggler" else -1  # each late rank's story is its own
+        groups.setdefault((f.kind, f.step, alone), []).append(f)
+    out = []
+    for group in groups.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        group.sort(key=lambda f: -(f.saving_ns_per_step or 0))
+        first = group[0]
+        ranks = tuple(sorted(f.rank for f in group))
+        joint = replace(
+            first,
+            ranks=ranks,
+            cost_ns_per_step=sum(f.cost_ns_per_step for f in group) // len(group),
+            events=sum(f.events for f in group),
+            detail=f"on ranks {_ranks(ranks)}; on rank {first.rank}: {first.detail}",
+            work=tuple(w for f in group for w in f.work),
+            times=tuple(t for f in group for t in f.times),
+        )
+        out.append(replace(joint, saving_ns_per_step=_saving(joint, steps)))
+    return out
+
+
+def _ranks(ranks: tuple[int, ...]) -> str:
+    return ", ".join(str(r) for r in ranks)
+
+
+# ---- the straggler ------------------------------------------------------------------------------
+def straggler_findings(paths: Sequence[CrossRankPath], run_idx: int) -> list[Finding]:
+    """A rank that arrived late at the collectives, made the others wait, and bound the steps:
+    one finding per such rank, naming its steps and what it did before arriving (the top-level
+    segment on its rank with the largest saving), with that saving."""
+    by_rank: dict[int, list[CrossRankPath]] = {}
+    for p in paths:
+        if p.straggler is not None:
+            by_rank.setdefault(p.straggler.rank, []).append(p)
+    out = []
+    for rank, late in sorted(by_rank.items()):
+        causes = [_cause(p, rank) for p in late]
+        savings = [c.saving_ns or 0 for c in causes if c is not None]
+        named = sorted({readable(c.name) for c in causes if c is not None})
+        worst = max(late, key=lambda p: p.straggler.lateness_ns if p.straggler else 0)
+        st = worst.straggler
+        assert st is not None
+        events = [
+            schema.event_key(run_idx, rank, c.ev_idx)
+            for c in causes
+            if c is not None and c.ev_idx is not None
+        ][:5]
+        steps = ", ".join(p.step.removeprefix(f"{STEP_ANNOTATION}#") for p in late)
+        out.append(
+            Finding(
+                "straggler",
+                rank,
+                f"Rank {rank} arrives late at the collectives and the others wait",
+                sum(p.straggler.caused_wait_ns for p in late if p.straggler) // len(paths),
+                len(late),
+                f"in {len(late)} of {len(paths)} steps ({steps}) rank {rank} arrived last, up "
+                f"to {st.lateness_ns / 1e3:,.0f} µs after the others' median arrival (at "
+                f"{st.at}); before arriving its path time went to "
+                f"{', '.join(named) or 'its own work'}",
+                tuple(events),
+                listing(
+                    "(o:Op:Runtime:Kernel)",
+                    tuple(events),
+                    "o.id AS event, o.rank AS rank, o.name AS name, o.ts AS ts, o.dur AS dur",
+                ),  # fmt: skip
+                f"make rank {rank}'s {named[0] if named else 'work'} faster or move it off the "
+                "step (the other ranks only wait: speeding them up saves nothing)",
+                saving_ns_per_step=sum(savings) // len(paths),
+            )
+        )
+    return out
+
+
+def _cause(path: CrossRankPath, rank: int) -> Segment | None:
+    """The top-level segment of the late rank with the largest saving."""
+    mine = [s for s in path.segments if s.rank == rank and s.saving_ns is not None]
+    mine = mine or [s for s in flatten(path.segments) if s.rank == rank]
+    return max(mine, key=lambda s: (s.saving_ns or 0, s.ns)) if mine else None
