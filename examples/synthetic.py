@@ -73,6 +73,7 @@ from typing import IO
 
 __all__ = [
     "SyntheticConfig",
+    "collective_arrivals",
     "estimate_bytes",
     "expected_counts",
     "layers_for_bytes",
@@ -184,6 +185,7 @@ def _elementwise(functor: str, arity: int) -> str:
 K_GEMM_FWD = _kernel(_GEMM.format("tn"), 30_000, 256, 128, 168, 98_304)
 K_GEMM_DGRAD = _kernel(_GEMM.format("nn"), 30_000, 256, 128, 168, 98_304)
 K_GEMM_WGRAD = _kernel(_GEMM.format("nt"), 33_000, 256, 128, 168, 98_304)
+GEMMS = (K_GEMM_FWD, K_GEMM_DGRAD, K_GEMM_WGRAD)  # slow_kernel_rank's slow kernels
 K_CLAMP = _kernel(_elementwise(_CLAMP, 2), 6_000, 8192, 128, 26, 0)
 K_THRESHOLD_BWD = _kernel(_elementwise(_THRESH, 3), 8_000, 8192, 128, 28, 0)
 K_LAYER_NORM = _kernel(
@@ -292,6 +294,16 @@ class SyntheticConfig:
     item_sync: loss.item() (a DtoH copy and a stream synchronize) at the end of every step.
     gpu_scale: GPU kernel durations times this (the defaults' are launch-bound: a compute-bound
         job, whose report has no findings, needs about 20).
+    gc_rank, gc_us: that rank runs a gc.collect() of gc_us between the forward and the backward
+        of every step (a `<built-in function collect>` python frame with python_stacks), so it
+        arrives late at the step's all-reduces by about that much.
+    slow_kernel_rank, slow_kernel_factor: that rank's GEMM kernels take this many times longer
+        (one slow GPU).
+    host_syncs: the step's timer syncs (cudaEventSynchronize, cudaDeviceSynchronize); without
+        them, and without item_sync, the host never waits for the GPU: a wait on another rank
+        shows only on the GPU's streams.
+    nccl_streams: the all-reduces take turns on this many NCCL streams (21, 22, ...).
+    The collectives' ground truth, every rank's arrival at each, is `collective_arrivals`.
     """
 
     ranks: int = 4
@@ -322,6 +334,12 @@ class SyntheticConfig:
     fault_rank: int = 0
     item_sync: bool = True
     gpu_scale: float = 1.0
+    gc_rank: int | None = None
+    gc_us: int = 0
+    slow_kernel_rank: int | None = None
+    slow_kernel_factor: float = 1.0
+    host_syncs: bool = True
+    nccl_streams: int = 1
 
     def __post_init__(self) -> None:
         for name in (
@@ -355,6 +373,12 @@ class SyntheticConfig:
             raise ValueError("fault_rank must be in range(ranks)")
         if self.gpu_scale <= 0:
             raise ValueError("gpu_scale must be > 0")
+        for name in ("gc_rank", "slow_kernel_rank"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < self.ranks:
+                raise ValueError(f"{name} must be in range(ranks)")
+        if self.gc_us < 0 or self.slow_kernel_factor <= 0 or self.nccl_streams < 1:
+            raise ValueError("gc_us must be >= 0, slow_kernel_factor > 0, nccl_streams >= 1")
 
     def injected(self, rank: int) -> list[dict[str, object]]:
         """The faults injected on `rank` (what its file lists as "tracegraphFaults")."""
@@ -488,12 +512,16 @@ class _Rank:
         # Internal clock: ns since baseTimeNanoseconds, i.e. exactly what ts says (x 1000).
         self.t = config.start_ns - config.base_time_ns + int(self.rand() * 50_000)
         self.free = {COMPUTE_STREAM: self.t, NCCL_STREAM: self.t}
+        for j in range(1, config.nccl_streams):
+            self.free[NCCL_STREAM + j] = self.t
+        slow = rank == config.slow_kernel_rank and config.slow_kernel_factor != 1.0
+        self.slow_gemm = config.slow_kernel_factor if slow else 1.0
         self.side_free: dict[tuple[int, int], int] = {}  # (device, stream) of the sync phase
         self.corr = self.ext = self.flow_id = 1
         self.ev_idx = self.seq_nr = self.event_id = 0
         self.coll_seq = 1
         self.fwd_nodes: list[tuple[int, int]] = []
-        self.pending_work: list[tuple[int, int, int]] = []
+        self.pending_work: list[tuple[int, int, int, int]] = []
         self.pg_ranks = _q(str(list(range(config.ranks))))
 
     # ---- time -----------------------------------------------------------------------------
@@ -639,6 +667,8 @@ class _Rank:
         self.corr = corr + 1
         start = max(launch_ts + dur + KERNEL_LATENCY_NS, self.free[COMPUTE_STREAM])
         kdur = int(k.mean_ns * (self.gpu_scale if scaled else 1.0) * (0.9 + 0.2 * rand()))
+        if self.slow_gemm != 1.0 and k in GEMMS:
+            kdur = int(kdur * self.slow_gemm)
         self.free[COMPUTE_STREAM] = start + kdur
         self.t = end = launch_ts + dur + int(self.post_lo + self.post_span * rand())
         self.out.append(
@@ -782,6 +812,8 @@ class _Rank:
         self._h2d()
         self._zero_grad()
         yield from self._forward(i)
+        if self.rank == self.cfg.gc_rank and self.cfg.gc_us:
+            self._gc_pause(self.cfg.gc_us * 1000)
         yield from self._backward()
         self._wait_gradients()
         self._optimizer()
@@ -789,7 +821,8 @@ class _Rank:
             self._memory_churn()
         if self.cfg.item_sync:
             self._item()
-        self._timer()
+        if self.cfg.host_syncs:
+            self._timer()
         if "gc_stall" in self.faults:  # after the step's last sync: the GPU has nothing queued
             self._gc_pause()
         if "small_op_storm" in self.faults:  # e.g. a Python loop of tiny elementwise updates,
@@ -948,35 +981,36 @@ class _Rank:
             _q("record_param_comms"),
             f', {comm}, "Global rank start": 0, "Global rank stride": 1',
         )
+        stream = NCCL_STREAM + (seq - 1) % self.cfg.nccl_streams
         ready_corr, ready_event = self._record_event()
         ready = self.free[COMPUTE_STREAM]
-        self._stream_wait(NCCL_STREAM, COMPUTE_STREAM, ready_corr, ready_event)
+        self._stream_wait(stream, COMPUTE_STREAM, ready_corr, ready_event)
         ua = self._open(USER_ANNOTATION, _q("nccl:all_reduce"))
         dur = self._cpu(LAUNCH_NS)
         ts, corr, ext = self.t, self.corr, self.stack[-1][6]
         self.t, self.corr = ts + dur, corr + 1
-        start = max(ts + dur + KERNEL_LATENCY_NS, ready, self.free[NCCL_STREAM])
+        start = max(ts + dur + KERNEL_LATENCY_NS, ready, self.free[stream])
         end = yield _CollRequest(seq, start, _transfer_ns(self.cfg, nelems))
         assert end is not None, "the driver answers a collective with its end time"
         assert ext is not None
         kdur = end - start
         self.out.append(
-            self._launch_text(K_NCCL, NCCL_STREAM, ts, dur, start, kdur, ext, corr, nccl_tail)
+            self._launch_text(K_NCCL, stream, ts, dur, start, kdur, ext, corr, nccl_tail)
         )
-        self._gpu_annotation(ua[2], NCCL_STREAM, start, end, ua[5])
-        self.free[NCCL_STREAM] = end
+        self._gpu_annotation(ua[2], stream, start, end, ua[5])
+        self.free[stream] = end
         self._close()
         done_corr, done_event = self._record_event()
-        self.pending_work.append((end, done_corr, done_event))
+        self.pending_work.append((end, done_corr, done_event, stream))
         self._close()
         self._close()
 
     def _wait_gradients(self) -> None:
         """The compute stream waits for every bucket's all-reduce."""
-        for end, record_corr, event_id in self.pending_work:
+        for end, record_corr, event_id, stream in self.pending_work:
             self._gap()
             self._open(CPU_OP, _q("_c10d_functional::wait_tensor"))
-            self._stream_wait(COMPUTE_STREAM, NCCL_STREAM, record_corr, event_id)
+            self._stream_wait(COMPUTE_STREAM, stream, record_corr, event_id)
             self.free[COMPUTE_STREAM] = max(self.free[COMPUTE_STREAM], end)
             self._close()
         self.pending_work.clear()
@@ -1018,11 +1052,11 @@ class _Rank:
         self._gap()
         self._runtime("cudaFree", CBID_FREE, self._cpu(30_000))
 
-    def _gc_pause(self) -> None:
+    def _gc_pause(self, pause_ns: int = FAULT_PAUSE_NS) -> None:
         """gc.collect() in the loop: the interpreter runs no op on any thread meanwhile."""
         self._gap()
         ts = self.t
-        self.t += FAULT_PAUSE_NS
+        self.t += pause_ns
         if self.cfg.python_stacks:
             self._python_event(GC_FRAME, ts, self.t)
 
@@ -1207,6 +1241,10 @@ class _Rank:
             (gpu, COMPUTE_STREAM, f"stream {COMPUTE_STREAM} ", COMPUTE_STREAM),
             (gpu, NCCL_STREAM, f"stream {NCCL_STREAM} ", NCCL_STREAM),
         ]
+        threads += [
+            (gpu, NCCL_STREAM + j, f"stream {NCCL_STREAM + j} ", NCCL_STREAM + j)
+            for j in range(1, self.cfg.nccl_streams)
+        ]
         if self.cfg.with_cuda_sync:
             threads.append((gpu, -1, f"Device {dev}", -1))
         if self.cfg.sync_demo:
@@ -1246,7 +1284,12 @@ def _advance(gen: _StepGen, value: int | None) -> tuple[bool, _CollRequest | Non
         return False, None
 
 
-def _run_step(ranks: Sequence[_Rank], step: int) -> Iterator[list[list[str]]]:
+Arrivals = dict[int, dict[int, dict[int, int]]]  # step → collective Seq → rank → start (ns)
+
+
+def _run_step(
+    ranks: Sequence[_Rank], step: int, arrivals: Arrivals | None = None
+) -> Iterator[list[list[str]]]:
     """Run one step on every rank in lock step, resolving each collective across ranks;
     yields the per-rank events finished so far at every collective and flush point."""
     gens = [r.step(step) for r in ranks]
@@ -1263,16 +1306,22 @@ def _run_step(ranks: Sequence[_Rank], step: int) -> Iterator[list[list[str]]]:
         answer = None
         if requests[0] is not None:
             answer = max(r.start_ns for r in requests if r) + requests[0].transfer_ns
+            if arrivals is not None:
+                arrivals.setdefault(step, {})[requests[0].seq] = {
+                    rank.rank: r.start_ns for rank, r in zip(ranks, requests, strict=True) if r
+                }
         yield [r.take() for r in ranks]
     yield [r.take() for r in ranks]
 
 
-def _chunks(config: SyntheticConfig, merged: bool, rank_in_args: bool) -> Iterator[list[list[str]]]:
+def _chunks(
+    config: SyntheticConfig, merged: bool, rank_in_args: bool, arrivals: Arrivals | None = None
+) -> Iterator[list[list[str]]]:
     """Per-rank event chunks, in order: metadata, then the steps piece by piece."""
     ranks = [_Rank(config, r, merged, rank_in_args) for r in range(config.ranks)]
     yield [r.metadata() for r in ranks]
     for step in range(config.steps):
-        yield from _run_step(ranks, step)
+        yield from _run_step(ranks, step, arrivals)
     if any(r.out for r in ranks):
         raise RuntimeError("events left unwritten")
 
@@ -1406,6 +1455,15 @@ def write_merged(config: SyntheticConfig, path: Path, rank_in_args: bool = True)
 
 
 # ---- expectations and sizing ----------------------------------------------------------------
+def collective_arrivals(config: SyntheticConfig) -> Arrivals:
+    """The simulation's ground truth: per step and collective (by Seq), when each rank's NCCL
+    kernel started (ns since baseTimeNanoseconds, as the files' ts x 1000)."""
+    arrivals: Arrivals = {}
+    for _ in _chunks(config, merged=False, rank_in_args=False, arrivals=arrivals):
+        pass
+    return arrivals
+
+
 def expected_counts(config: SyntheticConfig) -> dict[int, dict[str, int]]:
     """Events per rank by category ("cat"; "metadata" counts the 'M' events), from the config.
 

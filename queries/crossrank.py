@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass
 
 from tracegraph.ingest.edgesets.native.segments import Segment
+from tracegraph.ingest.python_frames import readable
 from tracegraph.ingest.store import GraphStore
 
 
@@ -27,6 +28,8 @@ class StepVerdict:
     wait_ns: dict[int, int]
     clock_offset_ns: dict[int, int]
     segments: tuple[Segment, ...] = ()
+    hotspot: str = ""  # the innermost range with the most path time on the bound rank
+    hotspot_ns: int = 0
 
     @staticmethod
     def of(summary: dict[str, object]) -> StepVerdict:
@@ -45,6 +48,8 @@ class StepVerdict:
             ints("wait_ns"),
             ints("clock_offset_ns"),
             tuple(Segment.of_json(x) for x in summary.get("segments") or ()),  # type: ignore[attr-defined]
+            str(summary.get("hotspot") or ""),
+            int(summary.get("hotspot_ns") or 0),  # type: ignore[call-overload]
         )
 
 
@@ -52,8 +57,15 @@ def describe(v: StepVerdict) -> str:
     """One line: the path, what bound it, the straggler and the wait it caused."""
     text = (
         f"  {v.step}: across ranks {v.length_ns / 1e3:,.0f} µs, bound by rank {v.bound_by_rank}"
-        + (f" in {v.bound_by_op}" if v.bound_by_op else "")
+        + (f" in {readable(v.bound_by_op)}" if v.bound_by_op else "")
     )
+    if (
+        v.hotspot
+        and v.hotspot_ns
+        and v.length_ns
+        and readable(v.hotspot) != readable(v.bound_by_op)
+    ):
+        text += f" (mostly {v.hotspot}: {v.hotspot_ns / v.length_ns:.0%} of the path)"
     s = v.straggler
     if s is None:
         text += "; no rank arrived late at a collective"

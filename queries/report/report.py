@@ -35,7 +35,14 @@ from .cpu_findings import RankEvents, cpu_findings
 from .findings import Finding, Ids, rank_findings
 from .memory import SCHEMA as MEMORY_SCHEMA
 from .memory import memory_rows
-from .savings import folded, ranked, step_graphs, straggler_findings, with_savings
+from .savings import (
+    folded,
+    ranked,
+    step_graphs,
+    straggler_findings,
+    transfer_only,
+    with_savings,
+)
 from .steps import StepWindow, rows_in, step_figures, step_windows
 
 DEFAULT_TOP = 10
@@ -137,8 +144,8 @@ def build_report(
         paths = [p for p in built.paths if step is None or p.step == f"ProfilerStep#{step}"]
         rows["stragglers"] = _straggler_rows(paths, source.run_idx)
         bound_by = _bound_by(paths, steps)
-        found = with_savings(found, steps)
-        found = folded(found, steps) + straggler_findings(paths, source.run_idx)
+        found = with_savings(transfer_only(found, paths), steps)
+        found = folded(found, steps) + straggler_findings(paths, steps, source.run_idx)
     tables = {name: pa.Table.from_pylist(rows[name], schema=TABLES[name]) for name in TABLES}
     return Report(
         source.run,

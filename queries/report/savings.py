@@ -105,6 +105,31 @@ def _cut(s: _Step, kind: str, g: int, events: tuple[int, ...]) -> np.ndarray:
     return s.savings.cut_ranges(g, rows)
 
 
+def transfer_only(findings: Sequence[Finding], paths: Sequence[CrossRankPath]) -> list[Finding]:
+    """`unoverlapped_allreduce` costed as transfer: a rank's time waiting in its collectives
+    for a late rank (the verdicts' waits, a union per step) is the late rank's, not exposed
+    communication of its own."""
+    if not paths:
+        return list(findings)
+    out = []
+    for f in findings:
+        if f.kind != "unoverlapped_allreduce":
+            out.append(f)
+            continue
+        waited = sum(p.wait_ns.get(f.rank, 0) for p in paths) // len(paths)
+        cost = max(0, f.cost_ns_per_step - waited)
+        out.append(
+            replace(
+                f,
+                cost_ns_per_step=cost,
+                detail=f"{f.detail}; of it {min(waited, f.cost_ns_per_step) / 1e3:,.0f} µs per "
+                "step was waiting for a late rank (its straggler finding's), "
+                f"{cost / 1e3:,.0f} µs transfer",
+            )
+        )
+    return out
+
+
 def ranked(findings: Sequence[Finding]) -> list[Finding]:
     """Most saving first (findings without a modelled saving after, by cost)."""
     return sorted(
@@ -153,10 +178,15 @@ def _ranks(ranks: tuple[int, ...]) -> str:
 
 
 # ---- the straggler ------------------------------------------------------------------------------
-def straggler_findings(paths: Sequence[CrossRankPath], run_idx: int) -> list[Finding]:
+def straggler_findings(
+    paths: Sequence[CrossRankPath], steps: list[_Step], run_idx: int
+) -> list[Finding]:
     """A rank that arrived late at the collectives, made the others wait, and bound the steps:
-    one finding per such rank, naming its steps and what it did before arriving (the top-level
-    segment on its rank with the largest saving), with that saving."""
+    one finding per such rank, naming its steps and where its path time went (its top-level
+    segment with the largest saving, and the innermost range with the most time), with the
+    saving of that rank taking no time at all in its late steps: the others, no longer
+    waiting, then bound them (so it is what the late rank costs the job, nothing more)."""
+    graph_of = {id(s.graph): s for s in steps}
     by_rank: dict[int, list[CrossRankPath]] = {}
     for p in paths:
         if p.straggler is not None:
@@ -164,8 +194,13 @@ def straggler_findings(paths: Sequence[CrossRankPath], run_idx: int) -> list[Fin
     out = []
     for rank, late in sorted(by_rank.items()):
         causes = [_cause(p, rank) for p in late]
-        savings = [c.saving_ns or 0 for c in causes if c is not None]
-        named = sorted({readable(c.name) for c in causes if c is not None})
+        named = list(dict.fromkeys(readable(c.name) for c in causes if c is not None))
+        hot = list(dict.fromkeys(p.hotspot for p in late if p.hotspot and p.bound_by_rank == rank))
+        saved = 0
+        for p in late:
+            s = graph_of.get(id(p.graph))
+            if s is not None and rank in s.index:
+                saved += s.savings.of_cut(s.savings.cut_rank(s.index[rank]))
         worst = max(late, key=lambda p: p.straggler.lateness_ns if p.straggler else 0)
         st = worst.straggler
         assert st is not None
@@ -174,7 +209,10 @@ def straggler_findings(paths: Sequence[CrossRankPath], run_idx: int) -> list[Fin
             for c in causes
             if c is not None and c.ev_idx is not None
         ][:5]
-        steps = ", ".join(p.step.removeprefix(f"{STEP_ANNOTATION}#") for p in late)
+        steps_named = ", ".join(p.step.removeprefix(f"{STEP_ANNOTATION}#") for p in late)
+        where = ", ".join(named) or "its own work"
+        if hot and hot[0] not in named:
+            where += f" (mostly {hot[0]})"
         out.append(
             Finding(
                 "straggler",
@@ -182,10 +220,9 @@ def straggler_findings(paths: Sequence[CrossRankPath], run_idx: int) -> list[Fin
                 f"Rank {rank} arrives late at the collectives and the others wait",
                 sum(p.straggler.caused_wait_ns for p in late if p.straggler) // len(paths),
                 len(late),
-                f"in {len(late)} of {len(paths)} steps ({steps}) rank {rank} arrived last, up "
-                f"to {st.lateness_ns / 1e3:,.0f} µs after the others' median arrival (at "
-                f"{st.at}); before arriving its path time went to "
-                f"{', '.join(named) or 'its own work'}",
+                f"in {len(late)} of {len(paths)} steps ({steps_named}) rank {rank} arrived "
+                f"last, up to {st.lateness_ns / 1e3:,.0f} µs after the others' median arrival "
+                f"(at {st.at}); before arriving its path time went to {where}",
                 tuple(events),
                 listing(
                     "(o:Op:Runtime:Kernel)",
@@ -194,7 +231,7 @@ def straggler_findings(paths: Sequence[CrossRankPath], run_idx: int) -> list[Fin
                 ),  # fmt: skip
                 f"make rank {rank}'s {named[0] if named else 'work'} faster or move it off the "
                 "step (the other ranks only wait: speeding them up saves nothing)",
-                saving_ns_per_step=sum(savings) // len(paths),
+                saving_ns_per_step=saved // len(paths),
             )
         )
     return out

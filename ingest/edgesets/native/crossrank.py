@@ -51,7 +51,7 @@ from .edges import (
 from .frame import NODE_LABEL, Frame
 from .graph import WindowGraph
 from .invariants import InvariantError, node_time_of
-from .segments import Segment, heaviest_on, step_segments
+from .segments import Segment, heaviest_on, hotspot, step_segments
 from .step_graph import StepGraph
 from .threads import waits_itself
 
@@ -141,6 +141,8 @@ class CrossRankPath:
     clock_offset_ns: dict[int, int] = field(default_factory=dict)  # subtracted from its times
     span_ns: int = 0  # the step's span on the aligned clocks: earliest to latest node
     segments: tuple[Segment, ...] = ()  # the path in the units a person acts on, with savings
+    hotspot: str = ""  # the innermost range with the most path time on the bound rank
+    hotspot_ns: int = 0
     # the joined graph and the path's edges in it (in memory only: segments and what-ifs)
     graph: StepGraph | None = field(default=None, compare=False, repr=False)
     path_edges: np.ndarray | None = field(default=None, compare=False, repr=False)
@@ -255,6 +257,7 @@ def cross_rank_path(
     bound_rank = max(rank_ns, key=lambda r: (rank_ns[r], -r)) if rank_ns else graphs[0].rank
     segments = step_segments(joined, path.edges)
     bound_op = heaviest_on(segments, bound_rank)
+    hot, hot_ns = hotspot(joined, path.edges, bound_rank)
     straggler = None
     waits = {rank: _union(spans) for rank, spans in waited.items()}
     caused: dict[int, int] = defaultdict(int)
@@ -278,6 +281,8 @@ def cross_rank_path(
         {g.rank: int(offsets.get(g.rank, 0)) for g in graphs},
         span,
         tuple(segments),
+        hot,
+        hot_ns,
         joined,
         path.edges,
     )

@@ -156,6 +156,8 @@ def path_summary(p: CrossRankPath) -> dict[str, object]:
         },
         "bound_by_rank": p.bound_by_rank,
         "bound_by_op": p.bound_by_op,
+        "hotspot": p.hotspot,
+        "hotspot_ns": p.hotspot_ns,
         "segments": [seg.to_json() for seg in p.segments],
     }
 

@@ -165,8 +165,9 @@ def _segment(
     kind = {COMMUNICATION: "communication", GPU_IDLE: "idle", NO_OP: "idle"}.get(
         owner.label, "other"
     )
-    frames = tuple({o.label_row for o in owners[i:j] if o.label_row is not None})
-    return Segment(owner.rank, owner.label, kind, ns, i, j, children=children, rows=frames)
+    frames = tuple(dict.fromkeys(o.label_row for o in owners[i:j] if o.label_row is not None))
+    ev_idx = int(graph.graphs[frames[0][0]].clip.ev_idx[frames[0][1]]) if frames else None
+    return Segment(owner.rank, owner.label, kind, ns, i, j, ev_idx, children=children, rows=frames)
 
 
 def family(name: str) -> str:
@@ -410,6 +411,27 @@ def step_segments(graph: StepGraph, path: np.ndarray, depth: int = STORED_DEPTH)
     if total <= 0:
         return segments
     return with_savings(segments, Savings(graph), path, max(1, int(total * SAVING_SHARE)))
+
+
+def hotspot(graph: StepGraph, path: np.ndarray, rank: int) -> tuple[str, int]:
+    """The innermost range (a kernel, an op, a python frame) with the most path time on `rank`
+    summed over the whole path, and that time: where a segment's time mostly went."""
+    owners = _owners(graph, path)
+    weight = graph.weight[path].tolist()
+    by_name: dict[str, int] = {}
+    for owner, w in zip(owners, weight, strict=True):
+        if owner.rank != rank or owner.label in (COMMUNICATION, GPU_IDLE):
+            continue
+        if owner.label not in (NO_OP, "launch", "sync", "GPU") or not owner.chain:
+            name = owner.label
+        else:
+            g, row = owner.chain[-1]
+            name = readable(graph.graphs[g].clip.name.at(row))
+        by_name[name] = by_name.get(name, 0) + int(w)
+    if not by_name:
+        return "", 0
+    name = max(by_name, key=lambda n: (by_name[n], n))
+    return name, by_name[name]
 
 
 def heaviest_on(segments: Sequence[Segment], rank: int) -> str:
