@@ -5,13 +5,15 @@ ProfilerSteps, or its whole trace as one step where it has none).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from tracegraph.ingest.intervals import exclusive_shares, merged, subtract, union_length
 
 from .activity import GpuActivity
+from .allocations import NONE as NO_ALLOCATIONS
+from .allocations import LargeAllocations
 from .analyses import gpu_idle_causes
 from .cpu import CpuEvents
 from .findings import EVIDENCE_ROWS, HOST_WAIT_SHARE, Finding, Ids, listing
@@ -22,17 +24,19 @@ STALL_SHARE = 0.10  # time inside steps with no op or runtime call on any thread
 STALL_MIN_NS = 1_000_000  # gaps shorter than this are the loop's own overhead
 COLLECTIVE_RANGES = ("gloo:", "nccl:", "c10d::", "record_param_comms")
 CASTS = ("aten::to", "aten::_to_copy", "aten::type_as")
-MATMULS = ("aten::linear", "aten::matmul", "aten::mm", "aten::addmm", "aten::bmm",
-           "aten::baddbmm", "aten::conv1d", "aten::conv2d", "aten::convolution")  # fmt: skip
-CAST_PAIRS_PER_STEP = 4  # casts next to a matmul, per step
+CAST_PAIRS_PER_STEP = 4  # dtype-changing casts, per step
 SMALL_OP_NS = 50_000
 SMALL_OPS_PER_STEP = 200  # top-level aten ops under 50 µs, per step (the catalog's "hundreds")
 SMALL_OP_GPU_SHARE = 0.5  # on a GPU rank, also launch-bound: see _launch_bound
 OPTIMIZER_SHARE = 0.20  # Optimizer.step ranges, of the step time
-OPTIMIZER_OPS_PER_STEP = 100  # aten ops inside them, per step
+OPTIMIZER_OPS_PER_STEP = 24  # small top-level ops inside them, per step: a per-parameter loop
 ALLOCATIONS = ("cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "hipMalloc",
                "hipFree", "hipMallocHost", "hipFreeHost", "cudaMallocAsync",
                "cudaFreeAsync")  # fmt: skip
+FORWARD_OPS = ("aten::linear", "aten::conv1d", "aten::conv2d", "aten::conv3d",
+               "aten::convolution", "aten::layer_norm", "aten::batch_norm", "aten::group_norm",
+               "aten::embedding", "aten::scaled_dot_product_attention", "aten::gelu",
+               "aten::silu")  # fmt: skip
 SCHEDULE_RATIO = 1.5  # the first step this much longer (or shorter) than the others' median
 
 
@@ -45,6 +49,8 @@ class RankEvents:
     gpu: GpuActivity | None  # None: HTA's reading, or no GPU
     windows: list[StepWindow]
     ids: Ids
+    dtype_casts: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    allocations: LargeAllocations = NO_ALLOCATIONS
 
     @property
     def steps(self) -> int:
@@ -73,6 +79,7 @@ def cpu_findings(r: RankEvents) -> list[Finding]:
         *_small_op_storm(r),
         *_optimizer_dominance(r),
         *_memory_churn(r),
+        *_recompute(r),
         *_schedule_distortion(r),
     ]
 
@@ -188,24 +195,34 @@ def _top_aten(r: RankEvents) -> np.ndarray:
 
 
 def _implicit_casts(r: RankEvents) -> list[Finding]:
+    """Casts: the outermost `aten::to`/`_to_copy`/`type_as` around each `_to_copy` whose
+    recorded arguments show a dtype change (a device copy is none); their own CPU time."""
     cpu = r.cpu
-    top = np.nonzero(_top_aten(r))[0]
-    top = top[np.lexsort((cpu.ts[top], cpu.thread[top]))]
-    same = cpu.thread[top][1:] == cpu.thread[top][:-1]
-    cast = cpu.name_in(CASTS)[top]
-    mm = cpu.name_in(MATMULS)[top]
-    before = same & cast[:-1] & mm[1:]  # a cast, then a matmul
-    after = same & mm[:-1] & cast[1:]  # a matmul, then a cast
-    rows = np.unique(np.concatenate((top[:-1][before], top[1:][after])))
+    changing = np.isin(cpu.ev_idx, r.dtype_casts)
+    if not changing.any():
+        return []
+    cast_ops = ~cpu.is_runtime & cpu.name_in(CASTS)
+    around = np.zeros(len(cpu.ts), bool)
+    for t in np.unique(cpu.thread[changing]).tolist():
+        mine = np.nonzero(changing & (cpu.thread == t))[0]
+        starts = np.sort(cpu.ts[mine])
+        ops = np.nonzero(cast_ops & (cpu.thread == t))[0]
+        first = np.searchsorted(starts, cpu.ts[ops], side="left")
+        inside = (first < len(starts)) & (
+            starts[np.minimum(first, len(starts) - 1)] <= cpu.end[ops]
+        )
+        around[ops[inside]] = True
+    rows = np.nonzero(cpu.top_level(around | changing))[0]
     if len(rows) < CAST_PAIRS_PER_STEP * r.steps:
         return []
     spent = int(cpu.dur[rows].sum())
     evidence = _evidence(r, rows, cpu.dur[rows])
     return [
         Finding(
-            "implicit_casts", r.rank, "Dtype casts around matmuls", spent // r.steps, len(rows),
-            f"{len(rows):,} casts ({len(rows) / r.steps:.0f} per step) right before or after a "
-            f"matmul took {spent / 1e3:,.0f} µs",
+            "implicit_casts", r.rank, "Tensors cast to another dtype inside the steps",
+            spent // r.steps, len(rows),
+            f"{len(rows):,} casts ({len(rows) / r.steps:.0f} per step) whose recorded "
+            f"arguments change the dtype took {spent / 1e3:,.0f} µs of CPU time",
             evidence, _op_listing(evidence),
             "keep activations and weights in one dtype (autocast for mixed precision, the "
             "model and inputs cast once), not per layer",
@@ -247,24 +264,40 @@ def _launch_bound(gpu: GpuActivity, spent: int) -> bool:
 
 
 def _optimizer_dominance(r: RankEvents) -> list[Finding]:
+    """A per-parameter optimizer, told by its shape whatever its share of the step: inside
+    Optimizer.step, many small top-level ops of a few kinds (`mul_`, `add_`, `addcdiv_`: one
+    of each per parameter), as `foreach=False` runs them; or an optimizer step that takes
+    OPTIMIZER_SHARE of the step time whatever it runs."""
     cpu = r.cpu
     step = ~cpu.is_runtime & cpu.named(("Optimizer.step#",))
     if not step.any():
         return []
     spent = union_length(cpu.ts[step], cpu.end[step])
-    ops = cpu.inside(~cpu.is_runtime & cpu.named(("aten::",)), step)
-    count = int(ops.sum())
+    inner = cpu.inside(~cpu.is_runtime & cpu.named(("aten::",)), step)
+    ops = np.nonzero(cpu.top_level(inner))[0]
+    count, kinds = len(ops), len(set(cpu.name.codes[ops].tolist()))
+    small = count and float(cpu.dur[ops].mean()) < SMALL_OP_NS
+    per_parameter = count >= OPTIMIZER_OPS_PER_STEP * r.steps and small and kinds <= 8
     total = r.step_time()
-    if spent < OPTIMIZER_SHARE * total or count < OPTIMIZER_OPS_PER_STEP * r.steps:
+    if not (per_parameter or spent >= OPTIMIZER_SHARE * total):
         return []
     rows = np.nonzero(step)[0]
     evidence = _evidence(r, rows, cpu.dur[rows])
+    names = ", ".join(sorted({cpu.name.at(int(i)) for i in ops[:200]}))
+    shape = (
+        f"{count / r.steps:,.0f} small ops per step ({names}): one per parameter, as a "
+        "for-loop (foreach=False) optimizer runs"
+        if per_parameter
+        else f"{count / r.steps:,.0f} ops per step"
+    )
     return [
         Finding(
-            "optimizer_dominance", r.rank, "The optimizer step dominates", int(spent) // r.steps,
-            count,
-            f"Optimizer.step took {spent / 1e3:,.0f} µs ({spent / total:.1%} of the steps' time) "
-            f"running {count / r.steps:,.0f} ops per step",
+            "optimizer_dominance", r.rank,
+            "The optimizer runs one small op per parameter" if per_parameter
+            else "The optimizer step dominates",
+            int(spent) // r.steps, count,
+            f"Optimizer.step took {spent / 1e3:,.0f} µs ({spent / total:.1%} of the steps' "
+            f"time) running {shape}",
             evidence, _op_listing(evidence),
             "use the foreach or fused optimizer (foreach=True / fused=True), or a fused "
             "optimizer from apex/torchao",
@@ -274,6 +307,10 @@ def _optimizer_dominance(r: RankEvents) -> list[Finding]:
 
 
 def _memory_churn(r: RankEvents) -> list[Finding]:
+    return _device_churn(r) or _host_churn(r)
+
+
+def _device_churn(r: RankEvents) -> list[Finding]:
     cpu = r.cpu
     calls = cpu.is_runtime & cpu.name_in(ALLOCATIONS)
     lo, hi = r.in_steps()
@@ -293,6 +330,68 @@ def _memory_churn(r: RankEvents) -> list[Finding]:
             listing("(r:Runtime)", evidence, "r.id AS runtime, r.name AS name, r.dur AS dur"),
             "let the caching allocator keep memory: stable shapes, no torch.cuda.empty_cache() "
             "in the loop, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True",
+            work=((r.rank, tuple(cpu.ev_idx[rows].tolist())),),
+        )
+    ]  # fmt: skip
+
+
+def _host_churn(r: RankEvents) -> list[Finding]:
+    """Host buffers of megabytes made anew every step (allocations.py): the allocations and the
+    first writes to them, which fault their pages in. Only on a rank without GPU work: a
+    factory's recorded arguments do not say its device, and on a GPU rank most are the
+    caching allocator's (`_device_churn` reads its cudaMalloc calls instead)."""
+    if r.gpu is not None and r.gpu.n:
+        return []
+    cpu, found = r.cpu, r.allocations
+    lo, hi = r.in_steps()
+    rows = np.nonzero(np.isin(cpu.ev_idx, np.concatenate([found.allocations, found.first_touch])))[
+        0
+    ]
+    at = np.searchsorted(lo, cpu.ts[rows], side="right") - 1
+    rows = rows[(at >= 0) & (cpu.ts[rows] < hi[np.maximum(at, 0)])]
+    made = np.isin(cpu.ev_idx[rows], found.allocations)
+    if int(made.sum()) < r.steps:  # at least one per step
+        return []
+    spent = int(cpu.dur[rows].sum())
+    sizes = found.bytes[np.isin(found.allocations, cpu.ev_idx[rows[made]])]
+    evidence = _evidence(r, rows, cpu.dur[rows])
+    return [
+        Finding(
+            "memory_churn", r.rank, "Large host buffers made anew inside steps",
+            spent // r.steps, len(rows),
+            f"{int(made.sum()) / r.steps:,.0f} allocations per step of "
+            f"{sizes.min() / 2**20:,.1f}–{sizes.max() / 2**20:,.1f} MB "
+            f"({sizes.sum() / r.steps / 2**20:,.0f} MB per step); they and the first writes to "
+            f"them (page faults on fresh memory) took {spent / 1e3:,.0f} µs",
+            evidence, _op_listing(evidence),
+            "allocate such buffers once and reuse them (or keep a pool), and make them outside "
+            "the step",
+            work=((r.rank, tuple(cpu.ev_idx[rows].tolist())),),
+        )
+    ]  # fmt: skip
+
+
+def _recompute(r: RankEvents) -> list[Finding]:
+    """Activation checkpointing: forward ops (a linear, a conv, a norm, an attention) run again
+    inside an autograd node of the backward pass, where its saved activations are unpacked."""
+    cpu = r.cpu
+    nodes = ~cpu.is_runtime & cpu.named(("autograd::engine::evaluate_function:",))
+    forward = ~cpu.is_runtime & cpu.name_in(FORWARD_OPS)
+    rows = np.nonzero(cpu.top_level(cpu.inside(forward, nodes)))[0]
+    if len(rows) < r.steps:  # at least one per step
+        return []
+    spent = int(cpu.dur[rows].sum())
+    names = ", ".join(sorted({cpu.name.at(int(i)) for i in rows[:200]}))
+    evidence = _evidence(r, rows, cpu.dur[rows])
+    return [
+        Finding(
+            "activation_recompute", r.rank, "Activation checkpointing runs forward ops again "
+            "in backward", spent // r.steps, len(rows),
+            f"{len(rows) / r.steps:,.0f} forward ops per step ({names}) ran inside the "
+            f"backward's autograd nodes, {spent / 1e3:,.0f} µs in all",
+            evidence, _op_listing(evidence),
+            "checkpointing trades this compute for memory: checkpoint fewer layers (selective "
+            "activation checkpointing) where memory allows, or keep it and know its price",
             work=((r.rank, tuple(cpu.ev_idx[rows].tolist())),),
         )
     ]  # fmt: skip

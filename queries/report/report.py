@@ -29,9 +29,11 @@ from tracegraph.ingest.store import GraphStore
 
 from . import analyses, collectives
 from .activity import exact_activity, hta_activity
+from .allocations import large_allocations
 from .contract import report_json
 from .cpu import CpuEvents
 from .cpu_findings import RankEvents, cpu_findings
+from .dtypes import dtype_casts
 from .findings import Finding, Ids, rank_findings
 from .memory import SCHEMA as MEMORY_SCHEMA
 from .memory import memory_rows
@@ -125,7 +127,9 @@ def build_report(
         ids = Ids(source.run_idx, gpu.rank)
         cpu = CpuEvents.of(events)
         found += rank_findings(gpu, whole, cpu, figures, len(mine), source.run_idx)
-        found += cpu_findings(RankEvents(gpu.rank, cpu, whole, mine, ids))
+        casts = dtype_casts(store, source.run, gpu.rank)
+        made = large_allocations(store, source.run, gpu.rank, cpu)
+        found += cpu_findings(RankEvents(gpu.rank, cpu, whole, mine, ids, casts, made))
     bound_by: dict[int, dict[str, object]] = {}
     if not hta_compatible:
         instances, per_rank, _ = collectives.collective_rows(
