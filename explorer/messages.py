@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from textual.message import Message
 
+from tracegraph.ingest.edgesets.native.segments import Segment
 from tracegraph.ingest.store import ResultSet
 from tracegraph.queries.diff import EdgeSetDiff
 from tracegraph.queries.neighbours import EventDetail
@@ -66,6 +67,9 @@ class CriticalPathLoaded(Message):
     verdict: str = ""  # the step across ranks (native edge set), in words; "" when not built
     rows: pa.Table | None = None  # the path's edges as shown (formatted by the worker); None
     # only when there is no path
+    segments: tuple[Segment, ...] = ()  # the rank's own path in segments (native sets)
+    across: tuple[Segment, ...] = ()  # the step's path across ranks in segments
+    across_ns: int = 0
 
 
 @dataclass

@@ -6,11 +6,13 @@ edge set). An edge belongs to a step when its source boundary time lies in the s
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.edgesets.native.segments import Segment
 from tracegraph.ingest.store import GraphStore
 
 from .overview import STEP_PREFIX, STEP_SCHEMA, STEP_TABLE, has_table, whole_trace_steps
@@ -153,3 +155,23 @@ def critical_path(store: GraphStore, window: StepWindow, edge_set: str) -> Criti
     share = pc.divide(pc.cast(table["weight_ns"], pa.float64()), float(dur))
     table = table.append_column("share", share)
     return CriticalPath(edge_set, window, table.select(PATH_SCHEMA.names).cast(PATH_SCHEMA))
+
+
+def stored_segments(
+    store: GraphStore, run: str, edge_set: str, rank: int, step: str
+) -> tuple[Segment, ...]:
+    """The segments a native edge set stored for one rank's window of `step` (its own path);
+    () for an HTA set, or a set built before segments were kept."""
+    table = store.run(
+        "MATCH (e:EdgeSet) WHERE e.run = $run AND e.name = $name RETURN e.window AS window",
+        {"run": run, "name": edge_set},
+    ).table
+    if table.num_rows == 0:
+        return ()
+    window = json.loads(table["window"][0].as_py() or "{}")
+    entries = (window.get("ranks") or {}).get(str(rank)) or []
+    for entry in entries:
+        label = entry.get("step") or ""
+        if isinstance(entry, dict) and (label == step or len(entries) == 1):
+            return tuple(Segment.of_json(s) for s in entry.get("segments") or ())
+    return ()

@@ -12,22 +12,31 @@ Chakra's trace linker keeps), which is where the two can disagree once timing ch
 Lengths are per rank and window: one row per rank for a set of one window (the whole trace, or
 an annotation's instance), one per rank and step for an `--all-steps` set (an edge belongs to the
 step its CPU endpoint, or its kernel's launching call, starts in; the unscaled lengths are the
-builder's). With cross-rank collective edges (plain native sets) each window of the whole run is
-one graph, reported as rank -1, and each waiting participant's span counts only its part after
-the last participant arrived.
+builder's). A plain native set with cross-rank collective edges is recomputed from the joined
+graphs the builder makes of each step (rebuilt in memory from the run's archive), reported as
+rank -1: its unscaled lengths are exactly the cross-rank paths `edges` printed, every wait and
+blocked span counted as the builder counted it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest.critical_path import longest_path
+from tracegraph.ingest.edgesets.native.edge_set import build_run
 from tracegraph.ingest.edgesets.native.edges import TYPE_NAMES
+from tracegraph.ingest.edgesets.native.frame import KIND_KERNEL, KIND_SYNC
+from tracegraph.ingest.edgesets.native.options import NativeOptions
+from tracegraph.ingest.edgesets.native.step_graph import StepGraph
+from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore
 
@@ -39,6 +48,7 @@ KINDS = ("kernel", "cpu", "collective")
 KIND_ALIASES = {"cpu_op": "cpu", "op": "cpu"}
 EDGE_TYPES = TYPE_NAMES  # HTA's five edge types, and the native cross-rank collective_dependency
 COLLECTIVE_NAME = r"^(?i)(nccl|rccl|gloo:)"
+COLLECTIVES = ("nccl", "rccl", "gloo:")  # the same names, as prefixes of a lower-cased name
 SPAN_TYPES = ("operator_kernel",)
 UNSCALED_TYPES = ("kernel_launch_delay", "kernel_kernel_delay")
 
@@ -159,6 +169,10 @@ def what_if(
         raise WhatIfError(f"unknown variant '{variant}' (all, {CRITICAL_SYNC_ONLY})")
     if remove_types:
         edges = edges.filter(pc.invert(pc.is_in(edges["type"], pa.array(list(remove_types)))))
+    if _joined(edges):
+        rows = _joined_lengths(store, edge_set, run, scaling, remove_types, variant)
+        table = pa.Table.from_pylist(rows, schema=LENGTHS_SCHEMA)
+        return WhatIf(run, edge_set, variant, scaling, tuple(remove_types), table)
     base = _scaled_weights(edges, Scaling())
     scaled = _scaled_weights(edges, scaling)
     rows = []
@@ -180,6 +194,87 @@ def what_if(
         )
     table = pa.Table.from_pylist(rows, schema=LENGTHS_SCHEMA)
     return WhatIf(run, edge_set, variant, scaling, tuple(remove_types), table)
+
+
+def _joined(edges: pa.Table) -> bool:
+    return bool(pc.any(pc.equal(edges["type"], "collective_dependency")).as_py())
+
+
+def _joined_lengths(
+    store: GraphStore,
+    edge_set: str,
+    run: str,
+    scaling: Scaling,
+    remove_types: tuple[str, ...],
+    variant: str,
+) -> list[dict[str, object]]:
+    """A plain native set's steps across ranks (rank -1), from the joined graphs the builder
+    makes (rebuilt from the run's archive with the set's options, writing nothing): the
+    unscaled length is the builder's, every wait and blocked span as it counted them."""
+    options_text = (
+        store.run(
+            "MATCH (e:EdgeSet) WHERE e.name = $name AND e.run = $run RETURN e.options AS o",
+            {"name": edge_set, "run": run},
+        )
+        .table["o"][0]
+        .as_py()
+    )
+    recorded = json.loads(options_text or "{}")
+    fields = {f.name for f in dataclasses.fields(NativeOptions)}
+    options = NativeOptions().with_changes(**{k: v for k, v in recorded.items() if k in fields})
+    window = Window(str(recorded.get("annotation") or ""), recorded.get("instance"))
+    built = build_run(
+        Path(store.path), run=run, options=options, window=window,
+        all_steps=bool(recorded.get("all_steps")),
+    )  # fmt: skip
+    removed = [EDGE_TYPES.index(t) for t in remove_types]
+    rows = []
+    for p in built.paths:
+        g = p.graph
+        assert g is not None and p.path_edges is not None
+        keep = ~np.isin(g.kind, removed)
+        if variant == CRITICAL_SYNC_ONLY:
+            on_path = np.zeros(len(g.kind), bool)
+            on_path[p.path_edges] = True
+            keep &= ~((g.kind == EDGE_TYPES.index("sync_dependency")) & ~on_path)
+        weight = np.where(keep, g.weight, 0)
+        before = longest_path(g.src[keep], g.dst[keep], weight[keep], g.n_nodes)
+        after = longest_path(g.src[keep], g.dst[keep], _joined_scaled(g, scaling)[keep], g.n_nodes)
+        rows.append(
+            {
+                "rank": -1,
+                "window": p.step,
+                "edges": int(keep.sum()),
+                "baseline_ns": before.length,
+                "scaled_ns": after.length,
+                "change": (after.length / before.length - 1.0) if before.length else 0.0,
+                "path_edges_changed": len(set(before.edges.tolist()) ^ set(after.edges.tolist())),
+            }
+        )
+    return rows
+
+
+def _joined_scaled(graph: StepGraph, scaling: Scaling) -> np.ndarray:
+    """The joined graph's weights scaled by the kind of work each edge is: GPU activity
+    (kernel; NCCL/RCCL: collective), CPU time (cpu; gloo ranges: collective), a collective's
+    time across ranks (collective); launch and stream delays as they are."""
+    factor = np.full(len(graph.weight), scaling.cpu, np.float64)
+    gpu = np.zeros(graph.n_nodes, bool)
+    collective = np.zeros(graph.n_nodes, bool)
+    for i, w in enumerate(graph.graphs):
+        c, lo = w.clip, int(graph.base[i])
+        rows_gpu = (c.kind == KIND_KERNEL) | (c.kind == KIND_SYNC) | (c.stream >= 0)
+        rows_coll = np.isin(
+            c.name.codes,
+            [k for k, v in enumerate(c.name.values) if v and v.lower().startswith(COLLECTIVES)],
+        )
+        gpu[lo : lo + 2 * c.n] = np.repeat(rows_gpu, 2)
+        collective[lo : lo + 2 * c.n] = np.repeat(rows_coll, 2)
+    factor[gpu[graph.dst] & gpu[graph.src]] = scaling.kernel
+    factor[collective[graph.dst]] = scaling.collective
+    factor[graph.kind == EDGE_TYPES.index("collective_dependency")] = scaling.collective
+    factor[np.isin(graph.kind, [EDGE_TYPES.index(t) for t in UNSCALED_TYPES])] = 1.0
+    return np.rint(graph.weight * factor).astype(np.int64)
 
 
 def compare_what_if(

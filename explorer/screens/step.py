@@ -1,4 +1,10 @@
-"""Step: one rank's step — the critical path of an edge set in order, and a text timeline."""
+"""Step: one rank's step — the critical path of an edge set, and a text timeline.
+
+With a native edge set the path shows as segments (what a person acts on: consecutive path time
+under one range, with what fixing it would save), this rank's own path or, `a`, the step's path
+across ranks; `w` sorts them by path time, `t` shows the path's edges one by one instead. An
+HTA edge set shows its edges.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +16,9 @@ from textual.app import ComposeResult
 from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
+from tracegraph.ingest.edgesets.native.segments import Segment
+from tracegraph.ingest.python_frames import readable
+from tracegraph.ingest.schema import event_key
 from tracegraph.queries.crossrank import describe, step_verdicts
 from tracegraph.queries.step import (
     CriticalPath,
@@ -17,6 +26,7 @@ from tracegraph.queries.step import (
     critical_path,
     edge_set_names,
     step_windows,
+    stored_segments,
 )
 from tracegraph.queries.timeline import rank_timeline
 
@@ -37,6 +47,7 @@ from .base import ExplorerScreen
 from .dialogs import PromptDialog
 
 PATH_HEADERS = ["#", "from", "to", "µs", "share", "type"]
+SEGMENT_HEADERS = ["µs", "share", "saves µs", "rank", "segment"]
 NO_EDGE_SET = (
     "No edge set in run '{run}', so no critical path: build one with "
     "`tracegraph edges DB --hta HolisticTraceAnalysis==0.5.0` (or --native)."
@@ -54,6 +65,11 @@ class StepScreen(ExplorerScreen):
         self.edge_sets: list[str] = []
         self.window: StepWindow | None = None
         self.path: CriticalPath | None = None
+        self.loaded: CriticalPathLoaded | None = None
+        self.show_edges = False  # `t`: the path's edges instead of its segments
+        self.by_weight = False  # `w`: segments by path time, not in path order
+        self.across = False  # `a`: the step's path across ranks, not this rank's own
+        self.segment_events: list[int | None] = []  # each segment row's range event
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -143,11 +159,21 @@ class StepScreen(ExplorerScreen):
         try:
             path = critical_path(store, window, edge_set) if edge_set else None
             verdicts = step_verdicts(store, window.run)
-            verdict = next((describe(v).strip() for v in verdicts if v.step == window.name), "")
+            found = next((v for v in verdicts if v.step == window.name), None)
+            verdict = describe(found).strip() if found is not None else ""
             rows = _path_rows(path.edges) if path is not None else None
+            segments = (
+                stored_segments(store, window.run, edge_set, window.rank, window.name)
+                if edge_set
+                else ()
+            )
+            across = found.segments if found is not None else ()
+            across_ns = found.length_ns if found is not None else 0
             if get_current_worker().is_cancelled:
                 return
-            self.post_message(CriticalPathLoaded(path, window, verdict, rows))
+            self.post_message(
+                CriticalPathLoaded(path, window, verdict, rows, segments, across, across_ns)
+            )
             marks: set[int] = set()
             if path is not None:
                 marks = set(path.edges["src_id"].to_pylist())
@@ -187,7 +213,26 @@ class StepScreen(ExplorerScreen):
                 + (f"\n{escape(message.verdict)}" if message.verdict else "")
             )
         assert message.rows is not None  # formatted by the worker with the path
-        table.show(message.rows, PATH_HEADERS)
+        self.loaded = message
+        self._show_path()
+
+    def _show_path(self) -> None:
+        """The loaded path as segments (native sets), or as edges."""
+        message = self.loaded
+        if message is None or message.rows is None:
+            return
+        table = self.query_one("#path", PagedTable)
+        segments = message.across if self.across else message.segments
+        total = (
+            message.across_ns if self.across else (message.path.length_ns if message.path else 0)
+        )
+        if self.show_edges or not segments:
+            table.show(message.rows, PATH_HEADERS)
+            return
+        rows, self.segment_events = _segment_rows(
+            segments, total, self.by_weight, message.window.run_idx
+        )
+        table.show(rows, SEGMENT_HEADERS)
 
     def on_timeline_loaded(self, message: TimelineLoaded) -> None:
         if message.window == self.window:
@@ -216,6 +261,27 @@ class StepScreen(ExplorerScreen):
         self.explorer.update_focus(edge_set=self.edge_sets[at % len(self.edge_sets)])
         if self.window is not None:
             self._choose(self.window.step)
+
+    def action_toggle_edges(self) -> None:
+        self.show_edges = not self.show_edges
+        self._show_path()
+
+    def action_sort_by_weight(self) -> None:
+        self.by_weight = not self.by_weight
+        self.notify("segments by path time" if self.by_weight else "segments in path order")
+        self._show_path()
+
+    def action_toggle_across(self) -> None:
+        if self.loaded is None or not self.loaded.across:
+            self.notify("no path across ranks for this step (build `edges --native --all-steps`)")
+            return
+        self.across = not self.across
+        self.notify(
+            "the step's path across ranks"
+            if self.across
+            else f"rank {self.loaded.window.rank}'s own path"
+        )
+        self._show_path()
 
     def action_choose_rank(self) -> None:
         def chosen(value: str | None) -> None:
@@ -246,7 +312,14 @@ class StepScreen(ExplorerScreen):
     def _inspect_path_row(self) -> None:
         table = self.query_one("#path", PagedTable)
         index = table.row_index()
-        if self.path is None or index is None or index >= self.path.edges.num_rows:
+        if self.path is None or index is None or self.window is None:
+            return
+        if table.headers == SEGMENT_HEADERS:  # a segment: its range's event
+            event = self.segment_events[index] if index < len(self.segment_events) else None
+            if event is not None:
+                self.post_message(EventChosen(event))
+            return
+        if index >= self.path.edges.num_rows:
             return
         self.post_message(EventChosen(int(self.path.edges["src_id"][index].as_py())))
 
@@ -269,6 +342,33 @@ class StepScreen(ExplorerScreen):
 def _pick(windows: list[StepWindow], step: int | None) -> StepWindow:
     """The window of `step`, or the first."""
     return next((w for w in windows if w.step == step), windows[0])
+
+
+def _segment_rows(
+    segments: tuple[Segment, ...], total: int, by_weight: bool, run_idx: int
+) -> tuple[pa.Table, list[int | None]]:
+    """Two levels of segments, parts indented under their segment (by path time with
+    `by_weight`, else in path order), and each row's range event (None: no range)."""
+    out: dict[str, list[str]] = {k: [] for k in ("µs", "share", "saves", "rank", "segment")}
+    events: list[int | None] = []
+
+    def add(seg: Segment, level: int) -> None:
+        out["µs"].append(us(seg.ns))
+        out["share"].append(percent(seg.ns / total) if total else "")
+        out["saves"].append("" if seg.saving_ns is None else us(seg.saving_ns))
+        out["rank"].append("" if seg.rank < 0 else str(seg.rank))
+        out["segment"].append("  " * level + readable(seg.name))
+        known = seg.ev_idx is not None and seg.rank >= 0
+        events.append(int(event_key(run_idx, seg.rank, seg.ev_idx)) if known else None)  # type: ignore[arg-type]
+
+    def ordered(items: tuple[Segment, ...]) -> list[Segment]:
+        return sorted(items, key=lambda x: -x.ns) if by_weight else list(items)
+
+    for seg in ordered(segments):
+        add(seg, 0)
+        for part in ordered(seg.children):
+            add(part, 1)
+    return pa.table({k: pa.array(v, pa.string()) for k, v in out.items()}), events
 
 
 def _path_rows(edges: pa.Table) -> pa.Table:
