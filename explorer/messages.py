@@ -69,7 +69,6 @@ class CriticalPathLoaded(Message):
     # only when there is no path
     segments: tuple[Segment, ...] = ()  # the rank's own path in segments (native sets)
     across: tuple[Segment, ...] = ()  # the step's path across ranks in segments
-    across_ns: int = 0
 
 
 @dataclass

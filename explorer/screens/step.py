@@ -168,12 +168,9 @@ class StepScreen(ExplorerScreen):
                 else ()
             )
             across = found.segments if found is not None else ()
-            across_ns = found.length_ns if found is not None else 0
             if get_current_worker().is_cancelled:
                 return
-            self.post_message(
-                CriticalPathLoaded(path, window, verdict, rows, segments, across, across_ns)
-            )
+            self.post_message(CriticalPathLoaded(path, window, verdict, rows, segments, across))
             marks: set[int] = set()
             if path is not None:
                 marks = set(path.edges["src_id"].to_pylist())
@@ -223,9 +220,7 @@ class StepScreen(ExplorerScreen):
             return
         table = self.query_one("#path", PagedTable)
         segments = message.across if self.across else message.segments
-        total = (
-            message.across_ns if self.across else (message.path.length_ns if message.path else 0)
-        )
+        total = sum(seg.ns for seg in segments)
         if self.show_edges or not segments:
             table.show(message.rows, PATH_HEADERS)
             return
