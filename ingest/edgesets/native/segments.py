@@ -228,53 +228,55 @@ def _coalesce(segments: list[Segment]) -> list[Segment]:
 
 
 def _fold(segments: list[Segment]) -> list[Segment]:
-    """At most MAX_LINES: the largest kept, runs of consecutive smaller ones folded."""
+    """At most MAX_LINES: the largest kept, runs of consecutive smaller ones folded (where none
+    stands out, consecutive chunks)."""
     if len(segments) <= MAX_LINES:
         return segments
     sizes = sorted((s.ns for s in segments), reverse=True)
-    for kept in range(MAX_LINES - 1, -1, -1):
-        floor = sizes[kept - 1] if kept else float("inf")
-        big = [s.ns >= floor for s in segments]
+    for kept in range(MAX_LINES - 1, 0, -1):
+        big = [s.ns >= sizes[kept - 1] for s in segments]
+        if sum(big) > kept:
+            continue  # ties at the floor: keep fewer
         folded = _fold_runs(segments, big)
         if len(folded) <= MAX_LINES:
             return folded
-    return _fold_runs(segments, [False] * len(segments))
+    size = -(-len(segments) // MAX_LINES)
+    return [_folded(segments[i : i + size]) for i in range(0, len(segments), size)]
 
 
 def _fold_runs(segments: list[Segment], big: list[bool]) -> list[Segment]:
     out: list[Segment] = []
     run: list[Segment] = []
-
-    def close() -> None:
-        if len(run) == 1:
-            out.append(run[0])
-        elif run:
-            ranks = sorted({s.rank for s in run})
-            out.append(
-                Segment(
-                    ranks[0] if len(ranks) == 1 else -1,
-                    f"{len(run)} smaller segments",
-                    "folded",
-                    sum(s.ns for s in run),
-                    run[0].first,
-                    run[-1].last,
-                    children=tuple(run),
-                    rows=tuple(r for m in run for r in m.rows),
-                )
-            )
-        run.clear()
-
     for s, keep in zip(segments, big, strict=True):
         if keep:
-            close()
+            if run:
+                out.append(_folded(run))
             out.append(s)
+            run = []
         else:
             run.append(s)
-    close()
+    if run:
+        out.append(_folded(run))
     return out
 
 
-# ---- what each path edge's time belongs to ----------------------------------------------------
+def _folded(run: list[Segment]) -> Segment:
+    """One line for consecutive segments (shorter than what they came from: folding ends)."""
+    if len(run) == 1:
+        return run[0]
+    ranks = sorted({s.rank for s in run})
+    return Segment(
+        ranks[0] if len(ranks) == 1 else -1,
+        f"{len(run)} smaller segments",
+        "folded",
+        sum(s.ns for s in run),
+        run[0].first,
+        run[-1].last,
+        children=tuple(_fold(run)),
+        rows=tuple(r for m in run for r in m.rows),
+    )
+
+
 def _owners(graph: StepGraph, path: np.ndarray) -> list[_Owner]:
     nests: dict[int, _Nesting] = {}
 
