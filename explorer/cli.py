@@ -1120,7 +1120,8 @@ def _export(args: argparse.Namespace) -> int:
     )
     print(
         f"wrote {args.perfetto}: {counts['events']:,} events, {counts['flows']:,} critical-path "
-        f"edges, {counts['findings']} findings (open it in ui.perfetto.dev)"
+        f"edges, {counts['segments']:,} path segments, {counts['findings']} findings (open it "
+        "in ui.perfetto.dev)"
     )
     return 0
 

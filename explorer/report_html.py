@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from tracegraph.ingest.python_frames import readable
 from tracegraph.queries.report import HTA_MODE, Report
 from tracegraph.queries.report.analyses import SHARE_NAMES
 
@@ -46,10 +47,7 @@ SEGMENTS = {  # a temporal bar's parts, in drawing order: label, colour
     "idle": ("idle", "#d5d8dc"),
 }
 HTA_READS_THE_WHOLE_TRACE = "an --hta-compatible report reads the whole trace, as HTA does"
-CRITICAL_PATH_HINT = (
-    "what bound each step comes from a native edge set built over every step "
-    "(<code>tracegraph edges DB --native --all-steps</code>)"
-)
+CRITICAL_PATH_HINT = "the run has no step with a critical path (no ProfilerStep, or no graph)"
 
 Draw = Callable[["Axes"], dict[str, str]]  # draws on the axes, returns hover titles by gid
 
@@ -242,9 +240,38 @@ def _critical_section(report: Report) -> str:
         why = HTA_READS_THE_WHOLE_TRACE if report.mode == HTA_MODE else CRITICAL_PATH_HINT
         return f"<p class='note'>No critical path in this report: {why}.</p>"
     size = (9.0, min(30.0, 1.2 + 0.35 * len(groups)))
-    return _svg(size, lambda ax: _draw_critical(ax, groups)) + (
-        "<p class='note'>Per rank and op, the steps whose cross-rank critical path they bound "
-        "(from the run's native edge set).</p>"
+    return (
+        _svg(size, lambda ax: _draw_critical(ax, groups))
+        + "<p class='note'>Per rank and op, the steps whose critical path (across ranks where "
+        "the step joins them) they bound.</p>"
+        + "".join(
+            _step_segments(step, bound)
+            for step, bound in sorted(report.bound_by.items())
+            if report.step in (None, step)
+        )  # fmt: skip
+    )
+
+
+def _step_segments(step: int, bound: Mapping[str, Any]) -> str:
+    """One step's path in top-level segments, with what fixing each would save."""
+    total = int(bound.get("length_ns") or 0)
+    rows = []
+    for seg in bound.get("segments") or ():
+        saving = seg.get("saving_ns")
+        rows.append(
+            f"<tr><td class='n'>{seg['ns'] / 1e3:,.0f}</td>"
+            f"<td class='n'>{seg['ns'] / total:.1%}</td>"
+            f"<td class='n'>{'' if saving is None else f'{saving / 1e3:,.0f}'}</td>"
+            f"<td class='n'>{'' if seg['rank'] < 0 else seg['rank']}</td>"
+            f"<td>{html.escape(readable(str(seg['name'])))}</td></tr>"
+        )
+    if not rows or not total:
+        return ""
+    return (
+        f"<h3>Step {step}: the path, {total / 1e3:,.0f} µs, in segments</h3>"
+        "<table><tr><th>µs</th><th>share</th><th>saves µs</th><th>rank</th><th>segment</th></tr>"
+        + "".join(rows)
+        + "</table>"
     )
 
 

@@ -1,5 +1,6 @@
 """A run as Chrome trace JSON, for ui.perfetto.dev or chrome://tracing: its events (one rank or
-all), an edge set's critical path overlaid as flow arrows with its events marked, and the
+all), an edge set's critical path overlaid as flow arrows with its events marked (and, for a
+native set, its segments as slices on a "critical path (segments)" track of each rank), and the
 report's findings as instant events.
 
 Tracks: each rank is two processes, its host threads (pid 2·rank) and its GPU streams (pid
@@ -16,6 +17,7 @@ from typing import TextIO
 import pyarrow as pa
 
 from tracegraph.ingest import schema
+from tracegraph.ingest.python_frames import readable
 from tracegraph.ingest.store import GraphStore
 
 from .dependencies import dependency_edges
@@ -23,6 +25,7 @@ from .report.findings import Finding
 from .runs import id_filter
 
 CRITICAL = "terrible"  # the trace viewers' colour name for events on the critical path
+SEGMENT_TID = 2**31 - 1  # each rank's "critical path (segments)" track
 
 
 def write_chrome_trace(
@@ -52,7 +55,7 @@ def write_chrome_trace(
         out.write(separator + text)
         separator = ",\n"
 
-    counts = {"events": 0, "flows": 0, "findings": 0}
+    counts = {"events": 0, "flows": 0, "segments": 0, "findings": 0}
     for line in _metadata(events):
         emit(line)
     for label, table in events.items():
@@ -78,6 +81,10 @@ def write_chrome_trace(
                     f'"ts": {_us(edge[f"{end}_time"] - origin)}{binding}}}'
                 )
             counts["flows"] += 1
+    if path is not None and edge_set is not None:
+        for line in _segment_slices(store, run, edge_set, path, origin, rank):
+            emit(line)
+            counts["segments"] += 1
     for finding in findings:  # at its first evidence event that is in the trace
         at = next((i for i in finding.evidence_ids if i in where), None)
         if at is None:
@@ -128,6 +135,60 @@ def _metadata(events: dict[str, pa.Table]) -> Iterator[str]:
                 f'{{"ph": "M", "name": "process_name", "pid": {pid}, '
                 f'"args": {{"name": "rank {rank} ({what})"}}}}'
             )
+
+
+def _segment_slices(
+    store: GraphStore, run: str, edge_set: str, path: pa.Table, origin: int, rank: int | None
+) -> Iterator[str]:
+    """A native set's path segments (two levels) as slices on a "critical path" track of each
+    rank, from their first path edge's start to their last one's end (their parts nest)."""
+    table = store.run(
+        "MATCH (e:EdgeSet) WHERE e.run = $run AND e.name = $name RETURN e.window AS window",
+        {"run": run, "name": edge_set},
+    ).table
+    if table.num_rows == 0:
+        return
+    window = json.loads(table["window"][0].as_py() or "{}")
+    times = {
+        (schema.key_rank(row["dst_id"]), row["path_order"]): (row["src_time"], row["dst_time"])
+        for row in path.select(["dst_id", "path_order", "src_time", "dst_time"]).to_pylist()
+    }
+    for key, entries in (window.get("ranks") or {}).items():
+        r = int(key)
+        if rank is not None and r != rank:
+            continue
+        named = False
+        for entry in entries or ():
+            start = (entry.get("path_order") or [0, 0])[0]
+            for seg in _two_levels(entry.get("segments") or ()):
+                first, last = seg["path_edges"]
+                a, b = times.get((r, start + first)), times.get((r, start + last - 1))
+                if a is None or b is None or seg["ns"] <= 0:
+                    continue
+                if not named:
+                    yield (
+                        f'{{"ph": "M", "name": "thread_name", "pid": {2 * r}, '
+                        f'"tid": {SEGMENT_TID}, "args": {{"name": "critical path (segments)"}}}}'
+                    )
+                    named = True
+                args = {"path_us": seg["ns"] / 1e3, "saving_us": _saving_us(seg)}
+                yield (
+                    f'{{"ph": "X", "name": {json.dumps(readable(str(seg["name"])))}, '
+                    f'"cat": "critical_path_segment", "pid": {2 * r}, "tid": {SEGMENT_TID}, '
+                    f'"ts": {_us(a[0] - origin)}, "dur": {_us(max(b[1] - a[0], 0))}, '
+                    f'"args": {json.dumps(args)}}}'
+                )
+
+
+def _two_levels(segments: Sequence[dict[str, object]]) -> Iterator[dict[str, object]]:
+    for seg in segments:
+        yield seg
+        yield from seg.get("children") or ()  # type: ignore[misc]
+
+
+def _saving_us(seg: dict[str, object]) -> float | None:
+    saving = seg.get("saving_ns")
+    return None if saving is None else int(saving) / 1e3  # type: ignore[call-overload]
 
 
 def _us(ns: int) -> str:

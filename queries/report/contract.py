@@ -22,6 +22,25 @@ def _by_rank(rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
     return out
 
 
+def _bound_json(bound: dict[str, Any]) -> dict[str, Any]:
+    """What bound a step: rank, op, the path's length and its top-level segments, in µs."""
+    return {
+        "rank": bound["rank"],
+        "op": bound["op"],
+        "path_us": _us(bound.get("length_ns")),
+        "segments": [
+            {
+                "rank": s["rank"],
+                "name": s["name"],
+                "kind": s["kind"],
+                "us": _us(s["ns"]),
+                "saving_us": _us(s.get("saving_ns")),
+            }
+            for s in bound.get("segments") or ()
+        ],
+    }
+
+
 def report_json(report: Report) -> dict[str, Any]:
     t = {name: table.to_pylist() for name, table in report.tables.items()}
     temporal = {r["rank"]: r for r in t["temporal"]}
@@ -101,7 +120,8 @@ def report_json(report: Report) -> dict[str, Any]:
             if s is not None
             else None
         )
-        entry["bound_by"] = report.bound_by.get(number)
+        bound = report.bound_by.get(number)
+        entry["bound_by"] = None if bound is None else _bound_json(bound)
     return {
         "run": report.run,
         "mode": report.mode,

@@ -58,7 +58,8 @@ class ReportError(TracegraphError):
 @dataclass(frozen=True)
 class Report:
     """The analyses of one run, a table each (see `TABLES`), and the findings, most costly
-    first; `bound_by` per step where a native cross-rank edge set says what bound it."""
+    first; `bound_by` per step: the rank and op that bound it, its path's length and top-level
+    segments (the native path, across ranks where the step joins them)."""
 
     run: str
     mode: str  # "exact" | HTA_MODE
@@ -189,13 +190,24 @@ def _bound_by(paths: list[CrossRankPath], steps: list[Any]) -> dict[int, dict[st
     for p in paths:
         number = p.step.removeprefix("ProfilerStep#")
         if number.isdigit():
-            out[int(number)] = {"rank": p.bound_by_rank, "op": p.bound_by_op}
+            out[int(number)] = {
+                "rank": p.bound_by_rank,
+                "op": p.bound_by_op,
+                "length_ns": p.length_ns,
+                "segments": [seg.to_json(1) for seg in p.segments],
+            }
     for s in steps:
         if s.number is None or s.number in out or len(s.index) != 1:
             continue
         (rank,) = s.index
-        segments = step_segments(s.graph, s.graph.longest().edges, 1)
-        out[s.number] = {"rank": rank, "op": heaviest_on(segments, rank)}
+        path = s.graph.longest()
+        segments = step_segments(s.graph, path.edges, 1)
+        out[s.number] = {
+            "rank": rank,
+            "op": heaviest_on(segments, rank),
+            "length_ns": int(path.length),
+            "segments": [seg.to_json(1) for seg in segments],
+        }
     return out
 
 
