@@ -260,6 +260,13 @@ def cross_rank_path(
     hot, hot_ns = hotspot(joined, path.edges, bound_rank)
     straggler = None
     waits = {rank: _union(spans) for rank, spans in waited.items()}
+    for i, g in enumerate(graphs):  # a wait is inside its rank's step: never longer than it
+        mine = times[int(base[i]) : int(base[i + 1])]
+        if len(mine) and waits.get(g.rank, 0) > int(mine.max() - mine.min()):
+            raise InvariantError(
+                f"{step}: rank {g.rank} waited {waits[g.rank]:,} ns in collectives, longer than "
+                f"its step ({int(mine.max() - mine.min()):,} ns)"
+            )
     caused: dict[int, int] = defaultdict(int)
     for (late, _), spans in waited_for.items():
         caused[late] += _union(spans)
