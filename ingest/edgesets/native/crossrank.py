@@ -222,9 +222,10 @@ def cross_rank_path(
         for a in others:
             node = int(base[a.graph]) + 2 * a.row
             wait = max(0, last.start - a.start)
-            if wait > 0:
-                waited[a.rank].append((a.start, last.start))
-                waited_for[(last.rank, a.rank)].append((a.start, last.start))
+            if wait > 0:  # inside the waiter's step: its span may be cut at the step's end
+                span = (a.start, min(last.start, max(a.end, a.start)))
+                waited[a.rank].append(span)
+                waited_for[(last.rank, a.rank)].append(span)
             if a.end < last.start:
                 continue  # ended before the last arrival on aligned clocks: no wait to model
             remaining = a.end - last.start
