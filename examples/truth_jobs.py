@@ -6,7 +6,8 @@ really was. What bound a step, who was late and what fixing it saves are held ag
 tests/queries/test_causal_truth.py; `python -m tracegraph.examples.truth_jobs OUT` writes them.
 
 The ways of waiting: a data-loader stall (a `time.sleep` in `__next__`), a `gc.collect()`
-between forward and backward (a python frame, no op), a slow GPU (the rank's GEMMs take longer),
+between forward and backward (a python frame, no op; or, without stacks, nothing recorded at
+all), a slow GPU (the rank's GEMMs take longer),
 a wait the others see only on their GPU streams (no host sync in the step: the compute stream
 idles until the all-reduce it waits on ends), all-reduces on two NCCL streams, and a clean job
 with no late rank. A blocking gloo call on the main thread is a real capture instead
@@ -56,6 +57,13 @@ JOBS = {
             1,
             "collect",
             "a 15 ms gc.collect() between forward and backward (a python frame, no op)",
+        ),
+        TruthJob(
+            "gc_untraced",
+            replace(BASE, gc_rank=1, gc_us=15_000, python_stacks=False),
+            1,
+            "(no op)",
+            "the same gc.collect() profiled without stacks: time with nothing recorded",
         ),
         TruthJob(
             "slow_kernel",

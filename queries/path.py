@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracegraph.ingest.edgesets.native.edge_set import build_run
+from tracegraph.ingest.edgesets.native.edge_set import build_each_step
 from tracegraph.ingest.edgesets.native.report import path_summary
 from tracegraph.ingest.edgesets.native.segments import DEFAULT_DEPTH, Segment, step_segments
 from tracegraph.ingest.edgesets.native.step_graph import StepGraph
@@ -66,9 +66,7 @@ def step_stories(
     depth: int = DEFAULT_DEPTH,
 ) -> list[StepStory]:
     """Every step's story (or ProfilerStep#`step`'s), across ranks or of `rank`."""
-    built = build_run(db, run=run, all_steps=True)
-    if not any(w.ok for b in built.builds for w in b.windows):
-        built = build_run(db, run=run)  # no ProfilerStep: the whole trace
+    built = build_each_step(db, run=run)
     name = built.source.run
     ranks = sorted(b.rank for b in built.builds)
     if rank is not None and rank not in ranks:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 import pyarrow as pa
 
@@ -180,15 +180,16 @@ def _segment_slices(
                 )
 
 
-def _two_levels(segments: Sequence[dict[str, object]]) -> Iterator[dict[str, object]]:
+def _two_levels(segments: Sequence[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """Stored segments (JSON) and their children: the two levels a window keeps."""
     for seg in segments:
         yield seg
-        yield from seg.get("children") or ()  # type: ignore[misc]
+        yield from seg.get("children") or ()
 
 
-def _saving_us(seg: dict[str, object]) -> float | None:
+def _saving_us(seg: dict[str, Any]) -> float | None:
     saving = seg.get("saving_ns")
-    return None if saving is None else int(saving) / 1e3  # type: ignore[call-overload]
+    return None if saving is None else int(saving) / 1e3
 
 
 def _us(ns: int) -> str:

@@ -166,14 +166,14 @@ def _stall(r: RankEvents) -> list[Finding]:
     if len(rows):
         evidence = _evidence(r, rows, cpu.dur[rows])
     else:  # what ran last before the longest gaps
-        before = np.nonzero(busy & np.isin(cpu.end, g_lo))[0]
-        gap_after = (g_hi - g_lo)[np.searchsorted(g_lo, cpu.end[before])]
+        before, gap_after = _last_before(cpu.end, np.nonzero(busy)[0], g_lo, g_hi - g_lo)
         evidence = _evidence(r, before, gap_after)
     return [
         Finding(
             "gc_stall", r.rank, "The process stalls inside steps (GC/GIL)", stalled // r.steps,
             len(g_lo),
-            f"{len(g_lo):,} gaps of at least {STALL_MIN_NS / 1e6:.0f} ms with no op, runtime "
+            f"{len(g_lo):,} {'gap' if len(g_lo) == 1 else 'gaps'} of at least "
+            f"{STALL_MIN_NS / 1e6:.0f} ms with no op, runtime "
             f"call or data loading on any thread{no_gpu}: "
             f"{stalled / 1e3:,.0f} µs, {stalled / total:.1%} of the steps' time; in them ran "
             f"{cause}",
@@ -187,6 +187,21 @@ def _stall(r: RankEvents) -> list[Finding]:
             work_kind="times",
         )
     ]  # fmt: skip
+
+
+def _last_before(
+    end: np.ndarray, rows: np.ndarray, gap_lo: np.ndarray, gap_ns: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per gap, the row of `rows` that ended last at or before it began (gaps with none are
+    left out), and that gap's length: (rows, gap ns), each row once."""
+    by_end = rows[np.argsort(end[rows], kind="stable")]
+    k = np.searchsorted(end[by_end], gap_lo, side="right") - 1
+    found = k >= 0
+    last, ns = by_end[k[found]], gap_ns[found]
+    order = np.lexsort((-ns, last))  # one row before several gaps: named once, by its longest
+    last, ns = last[order], ns[order]
+    first = np.r_[True, last[1:] != last[:-1]]
+    return last[first], ns[first]
 
 
 def _top_aten(r: RankEvents) -> np.ndarray:

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from tracegraph.ingest import schema
 from tracegraph.ingest.archive import read_rank, run_archive
 from tracegraph.ingest.edgesets.native.crossrank import CrossRankPath
-from tracegraph.ingest.edgesets.native.edge_set import build_run
+from tracegraph.ingest.edgesets.native.edge_set import build_each_step
 from tracegraph.ingest.edgesets.native.frame import FrameSource
 from tracegraph.ingest.edgesets.native.segments import heaviest_on, step_segments
 from tracegraph.ingest.edgesets.native.sources import rank_sources
@@ -144,7 +144,7 @@ def build_report(
         # the story (what bound each step, who was late, what fixing each finding saves) is
         # the native path's, built here in memory: the same computation `path` and `edges
         # --native` show
-        built = build_run(db, run=source.run, all_steps=True)
+        built = build_each_step(db, run=source.run)
         steps = step_graphs(built, step)
         paths = [p for p in built.paths if step is None or p.step == f"ProfilerStep#{step}"]
         rows["stragglers"] = _straggler_rows(paths, source.run_idx)

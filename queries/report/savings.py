@@ -20,7 +20,7 @@ from tracegraph.ingest import schema
 from tracegraph.ingest.edgesets.native.crossrank import CrossRankPath
 from tracegraph.ingest.edgesets.native.edge_set import BuiltRun
 from tracegraph.ingest.edgesets.native.savings import Savings
-from tracegraph.ingest.edgesets.native.segments import Segment, flatten
+from tracegraph.ingest.edgesets.native.segments import NO_OP, Segment, flatten
 from tracegraph.ingest.edgesets.native.step_graph import StepGraph
 from tracegraph.ingest.edgesets.native.window import STEP_ANNOTATION
 from tracegraph.ingest.python_frames import readable
@@ -194,7 +194,7 @@ def straggler_findings(
     out = []
     for rank, late in sorted(by_rank.items()):
         causes = [_cause(p, rank) for p in late]
-        named = list(dict.fromkeys(readable(c.name) for c in causes if c is not None))
+        named = list(dict.fromkeys(_named(p, c) for p, c in zip(late, causes, strict=True) if c))
         hot = list(dict.fromkeys(p.hotspot for p in late if p.hotspot and p.bound_by_rank == rank))
         saved = 0
         for p in late:
@@ -204,15 +204,26 @@ def straggler_findings(
         worst = max(late, key=lambda p: p.straggler.lateness_ns if p.straggler else 0)
         st = worst.straggler
         assert st is not None
-        events = [
-            schema.event_key(run_idx, rank, c.ev_idx)
-            for c in causes
-            if c is not None and c.ev_idx is not None
-        ][:5]
+        events = list(
+            dict.fromkeys(
+                schema.event_key(run_idx, rank, ev)
+                for p, c in zip(late, causes, strict=True)
+                if c is not None and (ev := _event_of(p, c)) is not None
+            )
+        )[:5]
         steps_named = ", ".join(p.step.removeprefix(f"{STEP_ANNOTATION}#") for p in late)
         where = ", ".join(named) or "its own work"
-        if hot and hot[0] not in named:
+        if hot and hot[0] not in named and hot[0] != NO_OP:
             where += f" (mostly {hot[0]})"
+        untraced = bool(named) and all(c is None or c.name == NO_OP for c in causes)
+        fix = (
+            f"find what rank {rank} runs where the profiler recorded nothing (with_stack=True "
+            "shows python frames; a GC pass: gc.freeze() after setup or gc.disable() with "
+            "collection between steps)"
+            if untraced
+            else f"make rank {rank}'s {named[0] if named else 'work'} faster or move it off the "
+            "step"
+        )
         out.append(
             Finding(
                 "straggler",
@@ -229,12 +240,40 @@ def straggler_findings(
                     tuple(events),
                     "o.id AS event, o.rank AS rank, o.name AS name, o.ts AS ts, o.dur AS dur",
                 ),  # fmt: skip
-                f"make rank {rank}'s {named[0] if named else 'work'} faster or move it off the "
-                "step (the other ranks only wait: speeding them up saves nothing)",
+                f"{fix} (the other ranks only wait: speeding them up saves nothing)",
                 saving_ns_per_step=saved // len(paths),
             )
         )
     return out
+
+
+def _named(path: CrossRankPath, seg: Segment) -> str:
+    """A segment as the finding names it; time with no op, by the op it came after."""
+    if seg.name != NO_OP:
+        return readable(seg.name)
+    before = _before(path, seg)
+    after = "" if before is None else f" after {readable(before[1])}"
+    return f"time with no op recorded{after} (GC, the GIL or untraced host work)"
+
+
+def _event_of(path: CrossRankPath, seg: Segment) -> int | None:
+    """The segment's range's event; for time with no op, the event it came after."""
+    if seg.ev_idx is not None:
+        return seg.ev_idx
+    before = _before(path, seg) if seg.name == NO_OP else None
+    return None if before is None else before[0]
+
+
+def _before(path: CrossRankPath, seg: Segment) -> tuple[int, str] | None:
+    """(ev_idx, name) of the event whose start or end the segment's first path edge leaves."""
+    if path.graph is None or path.path_edges is None or seg.last <= seg.first:
+        return None
+    g = path.graph
+    node = int(g.src[path.path_edges[seg.first]])
+    i = int(g.graph_of(np.array([node]))[0])
+    clip = g.graphs[i].clip
+    row = (node - int(g.base[i])) // 2
+    return int(clip.ev_idx[row]), str(clip.name.at(row))
 
 
 def _cause(path: CrossRankPath, rank: int) -> Segment | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from tracegraph.explorer.screens.inspector import InspectorScreen
-from tracegraph.explorer.screens.step import StepScreen
+from tracegraph.explorer.screens.step import PATH_HEADERS, SEGMENT_HEADERS, StepScreen
 from tracegraph.explorer.widgets.paged_table import PagedTable
 from tracegraph.explorer.widgets.timeline import TimelineStrip
 
@@ -29,7 +29,12 @@ async def test_native_critical_path_of_a_step_and_its_dep_neighbours(native_db: 
         assert 0 < step.path.length_ns <= step.window.dur
         strip = step.query_one(TimelineStrip)
         assert strip.timeline is not None and strip.timeline.critical_ids
-        step.query_one("#path", PagedTable).focus()
+        table = step.query_one("#path", PagedTable)
+        assert table.headers == SEGMENT_HEADERS  # the path in segments first
+        table.focus()
+        await pilot.press("t")  # then its edges one by one
+        await settle(pilot)
+        assert table.headers == PATH_HEADERS
         await pilot.press("enter")
         await settle(pilot)
         inspector = app.screen

@@ -32,7 +32,10 @@ async def test_findings_open_their_evidence_in_the_inspector(synthetic_db: Path)
         steps = screen.query_one("#steps", DataTable)
         assert steps.row_count == want.tables["steps"].num_rows > 0
         table.focus()
+        row = next(i for i, f in enumerate(want.findings) if f.evidence_ids)
+        for _ in range(row):
+            await pilot.press("down")
         await pilot.press("enter")
         await settle(pilot)
         assert isinstance(app.screen, InspectorScreen)
-        assert app.focus_state.event_id == first.evidence_ids[0]
+        assert app.focus_state.event_id == want.findings[row].evidence_ids[0]

@@ -97,11 +97,13 @@ def test_the_page_holds_the_whole_report_and_nothing_from_outside(
     page = Page()
     page.feed(text)
     shown = [n for n, t in report.tables.items() if t.num_rows]
-    assert page.tables == [report.tables[n].num_rows for n in shown]
+    segments = [len(report.bound_by[s]["segments"]) for s in sorted(report.bound_by)]
+    assert len(segments) == 3 and all(segments)  # built in memory: no edge set needed
+    assert page.tables == segments + [report.tables[n].num_rows for n in shown]
     assert text.count("class='finding'") == len(report.findings) > 0
-    assert sorted(charts(text)) == ["steps", "temporal"]  # one <svg> each
-    assert sum(1 for tag, _ in page.tags if tag == "svg") == 2
-    assert "No critical path in this report" in text  # no native edge set
+    assert sorted(charts(text)) == ["critical", "steps", "temporal"]  # one <svg> each
+    assert sum(1 for tag, _ in page.tags if tag == "svg") == 3
+    assert "No critical path in this report" not in text
     assert not [t for t, _ in page.tags if t in ("script", "link", "img", "iframe")]
     assert "http" not in text  # nothing fetched: it opens offline
 

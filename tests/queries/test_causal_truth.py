@@ -13,6 +13,7 @@ from __future__ import annotations
 import gzip
 import json
 from dataclasses import replace
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -171,3 +172,38 @@ def test_one_host_is_one_clock(gloo_dbs: dict[str, Path]) -> None:
     for story in tracegraph.open(gloo_dbs["data_stall"]).step_paths():
         assert story.verdict is not None
         assert set(story.verdict.clock_offset_ns.values()) == {0}
+
+
+def test_time_with_nothing_recorded_is_named_by_the_op_before_it(
+    truth_dbs: dict[str, tuple[Path, float]], tmp_path: Path
+) -> None:
+    """gc_untraced: rank 1 pauses 15 ms with no python frame to name it. The straggler finding
+    says so and points at the op the pause followed, found in the raw JSON as the op whose end
+    opens a gap of over 14 ms in the rank's CPU ops."""
+    job = JOBS["gc_untraced"]
+    db, _ = truth_dbs["gc_untraced"]
+    trace = write_per_rank(job.config, tmp_path / "t")[1]
+    events = json.loads(_read(trace), parse_float=Decimal)["traceEvents"]
+    ops = sorted(
+        ((int(Decimal(e["ts"]) * 1000), int(Decimal(e["dur"]) * 1000), e["name"])
+         for e in events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "cuda_runtime")),
+    )  # fmt: skip
+    before: list[tuple[str, int]] = []
+    last_end, last = -1, None
+    for ts, dur, name in ops:
+        if last is not None and ts - last_end > 14_000_000:
+            before.append((last[1], last[0]))
+        if ts + dur > last_end:
+            last_end, last = ts + dur, (ts, name)
+    assert len(before) == job.config.steps
+    g = tracegraph.open(db)
+    (straggler,) = [f for f in g.report().findings if f.kind == "straggler"]
+    assert straggler.rank == 1 and "no op recorded after" in straggler.detail
+    shown = g.query(straggler.evidence_cypher).to_pylist()
+    assert sorted((r["name"], r["ts"]) for r in shown) == sorted(before)
+
+
+def _read(path: Path) -> str:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        return fh.read()

@@ -223,9 +223,9 @@ def cross_rank_path(
             node = int(base[a.graph]) + 2 * a.row
             wait = max(0, last.start - a.start)
             if wait > 0:  # inside the waiter's step: its span may be cut at the step's end
-                span = (a.start, min(last.start, max(a.end, a.start)))
-                waited[a.rank].append(span)
-                waited_for[(last.rank, a.rank)].append(span)
+                waiting = (a.start, min(last.start, max(a.end, a.start)))
+                waited[a.rank].append(waiting)
+                waited_for[(last.rank, a.rank)].append(waiting)
             if a.end < last.start:
                 continue  # ended before the last arrival on aligned clocks: no wait to model
             remaining = a.end - last.start
@@ -260,17 +260,18 @@ def cross_rank_path(
     bound_op = heaviest_on(segments, bound_rank)
     hot, hot_ns = hotspot(joined, path.edges, bound_rank)
     straggler = None
-    waits = {rank: _union(spans) for rank, spans in waited.items()}
+    waits = {rank: _union(intervals) for rank, intervals in waited.items()}
     for i, g in enumerate(graphs):  # a wait is inside its rank's step: never longer than it
-        mine = times[int(base[i]) : int(base[i + 1])]
-        if len(mine) and waits.get(g.rank, 0) > int(mine.max() - mine.min()):
+        own_times = times[int(base[i]) : int(base[i + 1])]
+        own_span = int(own_times.max() - own_times.min()) if len(own_times) else 0
+        if waits.get(g.rank, 0) > own_span:
             raise InvariantError(
                 f"{step}: rank {g.rank} waited {waits[g.rank]:,} ns in collectives, longer than "
-                f"its step ({int(mine.max() - mine.min()):,} ns)"
+                f"its step ({own_span:,} ns)"
             )
     caused: dict[int, int] = defaultdict(int)
-    for (late, _), spans in waited_for.items():
-        caused[late] += _union(spans)
+    for (late, _), intervals in waited_for.items():
+        caused[late] += _union(intervals)
     if caused and max(caused.values()) > 0:
         r = max(caused, key=lambda x: (caused[x], -x))
         if worst[r][0] >= LATE_SHARE * path.length:  # else arrival jitter, no straggler
@@ -318,20 +319,18 @@ def _arrivals(
     for i, g in enumerate(graphs):
         cids, evs = participants.of_rank(g.rank)
         rows = g.clip.position_of(evs)
+        spanned = _rows_with_span(g)
         for cid, row in zip(cids[rows >= 0].tolist(), rows[rows >= 0].tolist(), strict=True):
-            if _has_span(g, row):
+            if row in spanned:
                 node = int(base[i]) + 2 * row
                 found[cid].append(_Arrival(g.rank, i, row, int(times[node]), int(times[node + 1])))
     return {cid: arrivals for cid, arrivals in found.items() if len(arrivals) >= 2}
 
 
-def _has_span(graph: WindowGraph, row: int) -> bool:
-    spans = graph.__dict__.get("_span_rows")
-    if spans is None:
-        e = graph.edges
-        spans = set((e.src[e.dst == e.src + 1] // 2).tolist())
-        object.__setattr__(graph, "_span_rows", spans)
-    return row in spans
+def _rows_with_span(graph: WindowGraph) -> set[int]:
+    """Rows whose start → end edge is in the graph (a collective without one is not modelled)."""
+    e = graph.edges
+    return set((e.src[e.dst == e.src + 1] // 2).tolist())
 
 
 def _idle_edges(

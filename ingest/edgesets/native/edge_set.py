@@ -189,6 +189,14 @@ def build_run(
     return BuiltRun(source, builds, paths, left_out)
 
 
+def build_each_step(db: Path, *, run: str | None = None) -> BuiltRun:
+    """`build_run` over every ProfilerStep; a run without any: over the whole trace."""
+    built = build_run(db, run=run, all_steps=True)
+    if any(w.ok for b in built.builds for w in b.windows):
+        return built
+    return build_run(db, run=run)
+
+
 def _cross_rank(
     builds: list[RankBuild], instances: dict[int, Instance], hosts: dict[int, str | None]
 ) -> tuple[list[CrossRankPath], list[str]]:

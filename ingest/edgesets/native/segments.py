@@ -73,7 +73,8 @@ class Segment:
 
     @staticmethod
     def of_json(data: dict[str, object]) -> Segment:
-        first, last = data.get("path_edges") or (0, 0)  # type: ignore[misc]
+        bounds: Sequence[int] = data.get("path_edges") or (0, 0)  # type: ignore[assignment]
+        first, last = bounds
         return Segment(
             int(data["rank"]),  # type: ignore[call-overload]
             str(data["name"]),
@@ -84,7 +85,7 @@ class Segment:
             data.get("ev_idx"),  # type: ignore[arg-type]
             None,
             data.get("saving_ns"),  # type: ignore[arg-type]
-            tuple(Segment.of_json(c) for c in data.get("children") or ()),  # type: ignore[union-attr]
+            tuple(Segment.of_json(c) for c in data.get("children") or ()),  # type: ignore[attr-defined]
         )
 
 

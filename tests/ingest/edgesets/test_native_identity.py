@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import msgspec
@@ -147,6 +147,15 @@ def identities(store: GraphStore, run: str, merged: bool) -> dict[tuple[int, int
     return out
 
 
+def straggler_identity(straggler, ident: dict) -> tuple | None:
+    """A straggler with its participant event named by identity, not by its file's ev_idx."""
+    if straggler is None:
+        return None
+    fields = asdict(straggler)
+    event = ident.get((straggler.rank, fields.pop("ev_idx")))
+    return (*fields.values(), event)
+
+
 def dep_edges(store: GraphStore, run: str, name: str, ident: dict) -> list[tuple]:
     rows = store.run(
         "MATCH (a:Op:Runtime:Kernel)-[d:DEP]->(b:Op:Runtime:Kernel) "
@@ -190,7 +199,7 @@ def native_view(db: Path, run: str, merged: bool, all_steps: bool) -> NativeView
             p.step,
             p.length_ns,
             tuple(sorted(p.rank_ns.items())),
-            p.straggler,
+            straggler_identity(p.straggler, ident),
             p.bound_by_rank,
             p.bound_by_op,
             tuple(sorted(p.wait_ns.items())),
