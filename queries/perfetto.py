@@ -82,9 +82,9 @@ def write_chrome_trace(
                 )
             counts["flows"] += 1
     if path is not None and edge_set is not None:
-        for line in _segment_slices(store, run, edge_set, path, origin, rank):
+        for line, is_slice in _segment_slices(store, run, edge_set, path, origin, rank):
             emit(line)
-            counts["segments"] += 1
+            counts["segments"] += is_slice
     for finding in findings:  # at its first evidence event that is in the trace
         at = next((i for i in finding.evidence_ids if i in where), None)
         if at is None:
@@ -139,9 +139,10 @@ def _metadata(events: dict[str, pa.Table]) -> Iterator[str]:
 
 def _segment_slices(
     store: GraphStore, run: str, edge_set: str, path: pa.Table, origin: int, rank: int | None
-) -> Iterator[str]:
+) -> Iterator[tuple[str, bool]]:
     """A native set's path segments (two levels) as slices on a "critical path" track of each
-    rank, from their first path edge's start to their last one's end (their parts nest)."""
+    rank, from their first path edge's start to their last one's end (their parts nest): each
+    line, and whether it is a slice (else the track's name)."""
     table = store.run(
         "MATCH (e:EdgeSet) WHERE e.run = $run AND e.name = $name RETURN e.window AS window",
         {"run": run, "name": edge_set},
@@ -168,7 +169,8 @@ def _segment_slices(
                 if not named:
                     yield (
                         f'{{"ph": "M", "name": "thread_name", "pid": {2 * r}, '
-                        f'"tid": {SEGMENT_TID}, "args": {{"name": "critical path (segments)"}}}}'
+                        f'"tid": {SEGMENT_TID}, "args": {{"name": "critical path (segments)"}}}}',
+                        False,
                     )
                     named = True
                 args = {"path_us": seg["ns"] / 1e3, "saving_us": _saving_us(seg)}
@@ -176,7 +178,8 @@ def _segment_slices(
                     f'{{"ph": "X", "name": {json.dumps(readable(str(seg["name"])))}, '
                     f'"cat": "critical_path_segment", "pid": {2 * r}, "tid": {SEGMENT_TID}, '
                     f'"ts": {_us(a[0] - origin)}, "dur": {_us(max(b[1] - a[0], 0))}, '
-                    f'"args": {json.dumps(args)}}}'
+                    f'"args": {json.dumps(args)}}}',
+                    True,
                 )
 
 

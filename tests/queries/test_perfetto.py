@@ -41,12 +41,14 @@ def test_every_event_once_at_its_exact_time_and_the_path_as_flows(graph, tmp_pat
     counts = graph.export_perfetto(out, run="job", edge_set="native")
     data = load(out)
     origin = data["otherData"]["time_origin_ns"]
-    slices = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    every = [e for e in data["traceEvents"] if e["ph"] == "X"]
+    slices = [e for e in every if e["cat"] != "critical_path_segment"]
     events = graph.query(
         "MATCH (n:Op:Runtime:Kernel) WHERE n.run = 'job' RETURN n.id AS id, n.ts AS ts, "
         "n.dur AS dur"
     ).to_pylist()
     assert counts["events"] == len(slices) == len(events)
+    assert counts["segments"] == len(every) - len(slices) > 0  # test_path.py checks them
     got = {e["args"]["id"]: (ns(e["ts"], origin), ns(e["dur"], 0)) for e in slices}
     assert got == {e["id"]: (e["ts"], e["dur"]) for e in events}
 
@@ -76,7 +78,9 @@ def test_one_rank_and_refusals(graph, tmp_path) -> None:
     out = tmp_path / "rank1.json"
     graph.export_perfetto(out, run="job", rank=1, findings=False)
     data = load(out)
-    assert {e["args"]["rank"] for e in data["traceEvents"] if e["ph"] == "X"} == {1}
+    assert {e["args"]["rank"] for e in data["traceEvents"]
+            if e["ph"] == "X" and "rank" in e["args"]} == {1}  # fmt: skip
+    assert {e["pid"] for e in data["traceEvents"] if e["ph"] == "X"} == {2, 3}  # rank 1's CPU, GPU
     assert not [e for e in data["traceEvents"] if e["ph"] in "sfi"]
     bad = tmp_path / "bad.json"
     with pytest.raises(tracegraph.TracegraphError, match="no edge set 'nope'"):
