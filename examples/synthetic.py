@@ -133,6 +133,17 @@ SLEEP_FRAME = _q("<built-in function sleep>")
 GC_FRAME = _q("<built-in function collect>")
 INJECTABLE_FAULTS = ("gc_stall", "implicit_casts", "small_op_storm", "optimizer_dominance",
                      "memory_churn", "schedule_distortion")  # fmt: skip
+# a float → bfloat16 cast's arguments as record_shapes=True records them (c10 ScalarType 15)
+CAST_TO_ARGS = (
+    ', "Concrete Inputs": ["", "15", "False", "False", ""], '
+    '"Input type": ["float", "Scalar", "Scalar", "Scalar", ""], '
+    '"Input Dims": [[64, 256], [], [], [], []]'
+)
+CAST_TO_COPY_ARGS = (
+    ', "Concrete Inputs": ["", "15", "", "", "", "False", ""], '
+    '"Input type": ["float", "Scalar", "", "", "", "Scalar", ""], '
+    '"Input Dims": [[64, 256], [], [], [], [], [], []]'
+)
 FAULT_PAUSE_NS = 8_000_000  # a GC pause; a slow first step's extra host work
 STORM_OPS = 250
 OPTIMIZER_PARAM_OPS = 300
@@ -1038,11 +1049,12 @@ class _Rank:
         self._gpu_annotation(ua[2], COMPUTE_STREAM, first, last, ua[5])
 
     def _cast(self) -> None:
-        """x.to(dtype) around a matmul: aten::to > aten::_to_copy > a copy kernel."""
+        """x.to(torch.bfloat16) around a matmul: aten::to > aten::_to_copy > a copy kernel,
+        with the arguments record_shapes=True records (a float source, target dtype 15)."""
         self._gap()
-        self._open(CPU_OP, _q("aten::to"))
+        self._open(CPU_OP, _q("aten::to"), CAST_TO_ARGS)
         self._gap()
-        self._leaf(_q("aten::_to_copy"), K_CAST, scaled=False)
+        self._leaf(_q("aten::_to_copy"), K_CAST, CAST_TO_COPY_ARGS, scaled=False)
         self._close()
 
     def _memory_churn(self) -> None:

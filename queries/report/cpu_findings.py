@@ -200,7 +200,7 @@ def _last_before(
     last, ns = by_end[k[found]], gap_ns[found]
     order = np.lexsort((-ns, last))  # one row before several gaps: named once, by its longest
     last, ns = last[order], ns[order]
-    first = np.r_[True, last[1:] != last[:-1]]
+    first = np.r_[True, last[1:] != last[:-1]][: len(last)]
     return last[first], ns[first]
 
 
