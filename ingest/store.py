@@ -28,6 +28,8 @@ from .memory import release_freed
 
 DEFAULT_TIMEOUT_MS = 60_000
 READER_BUFFER_POOL = 2 << 30
+DEFAULT_REGION = 1 << 43  # Kuzu's default max_db_size (8 TB): a writer's file may grow
+MIN_READER_REGION = 1 << 30
 KUZU_VERSION = kuzu.__version__
 
 
@@ -75,7 +77,13 @@ class GraphStore:
             # Kuzu reserves 80% of RAM for its buffer pool by default, which makes every open
             # slow (and limits a process to ~20 open databases); readers need far less.
             pool = READER_BUFFER_POOL if read_only else 0  # 0: Kuzu's default
-            self._db = kuzu.Database(str(self.path), read_only=read_only, buffer_pool_size=pool)
+            # Kuzu also reserves 8 TB of address space per open database for the file's pages
+            # (a process holds at most 15); a reader's file cannot grow: a region a few times
+            # its size is ample, and one too small fails at the open, not in a query
+            region = _reader_region(self.path) if read_only else DEFAULT_REGION
+            self._db = kuzu.Database(
+                str(self.path), read_only=read_only, buffer_pool_size=pool, max_db_size=region
+            )
         except RuntimeError as exc:
             raise IngestError(f"{self.path}: cannot open database ({_short(exc)})") from exc
         self._conn = kuzu.Connection(self._db)
@@ -223,6 +231,16 @@ class GraphStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _reader_region(path: Path) -> int:
+    """The address space a read-only open reserves for the file's pages: a power of two at
+    least four times the file's size, and at least 1 GiB."""
+    try:
+        size = path.stat().st_size if path.is_file() else 0
+    except OSError:
+        size = 0
+    return max(MIN_READER_REGION, 1 << (4 * size).bit_length())
 
 
 def _short(exc: BaseException) -> str:

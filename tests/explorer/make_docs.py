@@ -15,6 +15,8 @@ from pathlib import Path
 
 from textual.widgets import DataTable, Input, OptionList
 
+import tracegraph
+from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.explorer import keymap
 from tracegraph.explorer.app import TraceExplorer, open_store, screen_text
 from tracegraph.explorer.screens.dialogs import ParamsDialog
@@ -26,6 +28,8 @@ from .conftest import settle
 from .dbs import with_edges_db
 
 SIZE = (100, 30)
+LATE = SyntheticConfig(ranks=2, steps=2, layers=4, late_rank=1, late_us=5_000,
+                       straggler_factor=1.0, stall_every=0)  # fmt: skip
 # queries/diff.py matches an unlabeled (a)-[d:DEP]->(b), for which Kuzu returns ids that do not
 # identify events; label it here until it is fixed there (a no-op once it is).
 diff_queries._EDGES = diff_queries._EDGES.replace(
@@ -92,6 +96,31 @@ async def captures(db: Path) -> dict[str, str]:
     return {k: _hide_clock(v) for k, v in out.items()}
 
 
+async def segment_captures(db: Path) -> dict[str, str]:
+    """The Step screen on a native edge set: a late rank's step across ranks, in segments."""
+    app = TraceExplorer(db, open_store(db), warm_up=False, mode="step")
+    out: dict[str, str] = {}
+    async with app.run_test(size=SIZE) as pilot:
+        app.sub_title = db.name
+        app.update_focus(run="late", rank=0, edge_set="native")
+        await settle(pilot)
+        app.screen.query_one("#path", PagedTable).focus()
+        await pilot.press("a")
+        await settle(pilot)
+        await pilot.pause(0.2)
+        out["segments"] = screen_text(app)
+    return {k: _hide_clock(v) for k, v in out.items()}
+
+
+def late_db(base: Path) -> Path:
+    """A 2-rank synthetic run whose rank 1 stalls 5 ms in its data loader, with a native set."""
+    db = base / "late.kuzu"
+    g = tracegraph.open(db)
+    g.ingest(*write_per_rank(LATE, base / "late-traces"), run="late")
+    g.edges("native", all_steps=True)
+    return db
+
+
 def _hide_clock(text: str) -> str:
     lines = text.splitlines()
     if lines:
@@ -131,6 +160,15 @@ nesting depth as block height, GPU rows busy time, events on the critical path i
 zoom, `[`/`]` pan; with the strip focused (Tab), ←/→ pan, ↑/↓ pick a row and Enter inspects the
 event under the cursor (the middle column, named on the last line). `,`/`.` move to the
 previous/next step, `r` asks for a rank.""",
+    "segments": """With a native edge set the path shows in segments first: consecutive
+path time of one rank under one range (a `record_function` range, an `nn.Module`, an op; time
+with no range is `communication`, `GPU idle`, the python frame over it, or `(no op)`), their
+parts indented beneath, at most 15 lines a level (runs of small ones fold into one line), each
+with its share of the path and what fixing it would save (the path again with that work taking
+no time). `a` shows the step's path across ranks, joined at the collectives (here rank 1's
+5 ms data-loader stall bounds the step; rank 0 only waited), `w` orders the segments by path
+time, `t` shows the path's edges one by one, as with any edge set. The same segments are what
+`tracegraph path DB` prints.""",
     "help": """`?` (or F9 where a text field has the focus) lists the keys of the screen:""",
     "inspector": """## Event inspector (`3`)
 
@@ -160,9 +198,10 @@ stops runaways. `Ctrl+S` exports the result to CSV. Enter on a row that has an `
 `x.id`, `*_id`) opens that event in the inspector.""",
     "report": """## Report (`6`)
 
-`tracegraph report` of the run in focus: the findings, most costly first (the synthetic run is
-launch-bound by construction), the highlighted one's detail, fix and evidence query below them;
-Enter opens its first evidence event in the inspector. The other tabs hold the per-step,
+`tracegraph report` of the run in focus: the findings, what fixing each saves first (then what it
+costs), the highlighted one's detail, fix and evidence query below them;
+Enter opens its first evidence event in the inspector (a finding without one, a notice). The
+other tabs hold the per-step,
 temporal, kernel, idle, collective and straggler tables.""",
 }
 
@@ -245,6 +284,7 @@ def main(argv: list[str]) -> int:
     with tempfile.TemporaryDirectory(prefix="tracegraph-docs-") as tmp:
         db = with_edges_db(Path(tmp))
         shots = asyncio.run(captures(db))
+        shots |= asyncio.run(segment_captures(late_db(Path(tmp))))
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(render(shots), encoding="utf-8")
     print(f"wrote {target}")

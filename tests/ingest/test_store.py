@@ -96,6 +96,25 @@ def test_queries_check_their_parameters_and_a_reader_cannot_write(one_run: Snaps
 
 
 @needs_traces
+def test_a_process_holds_many_readers_at_once(one_run: Snapshot, tmp_path: Path):
+    """Kuzu reserves 8 TB of address space per open database by default (a process could hold
+    15, 128 TB in all); a reader reserves a few times its file's size, so 40 open together, each
+    answering, and a file bigger than its first reservation still opens."""
+    stores = [GraphStore(one_run.db) for _ in range(40)]
+    try:
+        count = "MATCH (n:Kernel) RETURN count(*) AS n"
+        assert {rows(s, count)[0]["n"] for s in stores} == {one_run.counts["Kernel"]}
+    finally:
+        for s in stores:
+            s.close()
+    grown = shutil.copyfile(one_run.db, tmp_path / "grown.kuzu")
+    with grown.open("ab") as fh:  # pages no table uses: the file is larger than 1 GiB / 4
+        fh.truncate(grown.stat().st_size + (300 << 20))
+    with GraphStore(grown) as store:
+        assert rows(store, count)[0]["n"] == one_run.counts["Kernel"]
+
+
+@needs_traces
 @pytest.mark.parametrize("failing_label", ["Kernel", "SYNCS", "Run"])
 def test_ingest_failing_midway_leaves_the_database_as_it_was(
     one_run: Snapshot, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing_label: str

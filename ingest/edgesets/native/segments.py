@@ -12,7 +12,9 @@ ranks), `GPU idle`, or, on a CPU thread, the innermost python frame over it (a
 
 Segments at every level sum exactly to their parent (the top level: to the path). No level has
 more than `MAX_LINES` segments: past that, runs of consecutive small ones fold into one line
-whose parts they are.
+whose parts they are; and at any level, two or more consecutive segments each under
+`SMALL_SHARE` of the path fold the same way (the dispatch gaps between ops are no lines of
+their own).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ MAX_LINES = 15
 DEFAULT_DEPTH = 3
 STORED_DEPTH = 2  # what an edge set keeps of each path (`tracegraph path` computes any depth)
 SAVING_SHARE = 0.01  # segments of at least this share of the path get their saving computed
+SMALL_SHARE = 0.01  # consecutive segments each under this share of the path fold into one line
 MODULE_FRAME = "nn.Module: "
 COMMUNICATION, GPU_IDLE, NO_OP = "communication", "GPU idle", "(no op)"
 
@@ -102,7 +105,8 @@ class _Owner:
 def path_segments(graph: StepGraph, path: np.ndarray, depth: int = DEFAULT_DEPTH) -> list[Segment]:
     """The path's edges (indices into `graph`, in path order) as segments, `depth` levels."""
     owners = _owners(graph, path)
-    return _group(graph, owners, graph.weight[path], 0, len(path), 0, depth)
+    segments = _group(graph, owners, graph.weight[path], 0, len(path), 0, depth)
+    return _fold_small(segments, int(graph.weight[path].sum() * SMALL_SHARE))
 
 
 def _group(
@@ -225,6 +229,30 @@ def _coalesce(segments: list[Segment]) -> list[Segment]:
             )
         )
         i = last_range + 1
+    return out
+
+
+def _fold_small(segments: Sequence[Segment], small_ns: int) -> list[Segment]:
+    """At every level, runs of two or more consecutive segments each under `small_ns` (the
+    dispatch gaps between ops, a handful of tiny ops) as one folded line; a level that is all
+    small stays as it is (it is already a folded line's, or a small segment's, parts)."""
+    small = [s.ns < small_ns for s in segments]
+    out: list[Segment] = []
+    i = 0
+    while i < len(segments):
+        j = i + 1
+        if small[i]:
+            while j < len(segments) and small[j]:
+                j += 1
+        if j - i >= 2 and j - i < len(segments):
+            run = [_folded(list(segments[i:j]))]
+        else:
+            run = list(segments[i:j])
+        out.extend(
+            replace(s, children=tuple(_fold_small(s.children, small_ns))) if s.children else s
+            for s in run
+        )
+        i = j
     return out
 
 

@@ -11,11 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracegraph.ingest.edgesets.native.edge_set import build_run
+from tracegraph.ingest.edgesets.native.edge_set import build_each_step
 from tracegraph.ingest.edgesets.native.invariants import node_time_of
 from tracegraph.ingest.edgesets.native.savings import Savings
 from tracegraph.ingest.edgesets.native.segments import (
     MAX_LINES,
+    SMALL_SHARE,
     Segment,
     flatten,
     path_segments,
@@ -35,9 +36,7 @@ def _first_of_unit(traces: TracePool, shared_trace: Path) -> bool:
 def _stories(db: Path) -> list[tuple[StepGraph, np.ndarray, object]]:
     """Every step graph of the run (across ranks where joined, else each rank's window) with
     its path's edges, and the cross-rank path (or None)."""
-    built = build_run(db, all_steps=True)
-    if not any(w.ok for b in built.builds for w in b.windows):
-        built = build_run(db)
+    built = build_each_step(db)
     out: list[tuple[StepGraph, np.ndarray, object]] = []
     for p in built.paths:
         assert p.graph is not None and p.path_edges is not None
@@ -49,12 +48,19 @@ def _stories(db: Path) -> list[tuple[StepGraph, np.ndarray, object]]:
     return out
 
 
-def _check_sums(segments: tuple[Segment, ...] | list[Segment], total: int) -> None:
+def _check_sums(segments: tuple[Segment, ...] | list[Segment], total: int, small_ns: int) -> None:
+    """Each level sums to its parent, holds at most MAX_LINES, and has no two consecutive
+    segments under `small_ns` unless all of it is (a folded line's parts)."""
     assert len(segments) <= MAX_LINES
     assert sum(s.ns for s in segments) == total
+    small = [s.ns < small_ns for s in segments]
+    if not all(small):
+        assert not any(a and b for a, b in zip(small, small[1:])), [
+            (s.name, s.ns) for s in segments
+        ]
     for s in segments:
         if s.children:
-            _check_sums(s.children, s.ns)
+            _check_sums(s.children, s.ns, small_ns)
 
 
 def test_segments_windows_savings_and_verdicts_hold(traces: TracePool, shared_trace: Path) -> None:
@@ -66,7 +72,7 @@ def test_segments_windows_savings_and_verdicts_hold(traces: TracePool, shared_tr
         length = int(graph.weight[path].sum())
         assert length == graph.longest().length
         segments = path_segments(graph, path, depth=4)
-        _check_sums(segments, length)
+        _check_sums(segments, length, int(length * SMALL_SHARE))
         for w in graph.graphs:  # every CPU thread's nodes inside the step's window
             c = w.clip
             if np.isfinite(w.bounds[1]):
