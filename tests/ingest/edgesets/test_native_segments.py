@@ -55,7 +55,7 @@ def _check_sums(segments: tuple[Segment, ...] | list[Segment], total: int, small
     assert sum(s.ns for s in segments) == total
     small = [s.ns < small_ns for s in segments]
     if not all(small):
-        assert not any(a and b for a, b in zip(small, small[1:])), [
+        assert not any(a and b for a, b in zip(small, small[1:], strict=False)), [
             (s.name, s.ns) for s in segments
         ]
     for s in segments:
