@@ -216,18 +216,7 @@ def _coalesce(segments: list[Segment]) -> list[Segment]:
             continue
         names = {m.name for m in ranges}
         name = ranges[0].name if len(names) == 1 else family(first.name) + "…"
-        out.append(
-            Segment(
-                first.rank,
-                f"{name} ×{len(ranges)}",
-                "range",
-                sum(m.ns for m in members),
-                members[0].first,
-                members[-1].last,
-                children=tuple(_fold(members)),
-                rows=tuple(r for m in members for r in m.rows),
-            )
-        )
+        out.append(_over(members, first.rank, f"{name} ×{len(ranges)}", "range"))
         i = last_range + 1
     return out
 
@@ -294,15 +283,20 @@ def _folded(run: list[Segment]) -> Segment:
     if len(run) == 1:
         return run[0]
     ranks = sorted({s.rank for s in run})
+    return _over(run, ranks[0] if len(ranks) == 1 else -1, f"{len(run)} smaller segments", "folded")
+
+
+def _over(members: list[Segment], rank: int, name: str, kind: str) -> Segment:
+    """One segment whose parts are these consecutive ones (at most MAX_LINES of them)."""
     return Segment(
-        ranks[0] if len(ranks) == 1 else -1,
-        f"{len(run)} smaller segments",
-        "folded",
-        sum(s.ns for s in run),
-        run[0].first,
-        run[-1].last,
-        children=tuple(_fold(run)),
-        rows=tuple(r for m in run for r in m.rows),
+        rank,
+        name,
+        kind,
+        sum(m.ns for m in members),
+        members[0].first,
+        members[-1].last,
+        children=tuple(_fold(members)),
+        rows=tuple(r for m in members for r in m.rows),
     )
 
 
