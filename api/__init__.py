@@ -14,7 +14,6 @@ Every refusal is a `TracegraphError` whose message is one line naming the file a
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +21,6 @@ from .ingest.errors import TracegraphError
 
 if TYPE_CHECKING:
     from .graph import Graph
-
-try:
-    __version__ = version("tracegraph")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
 
 __all__ = ["Graph", "TracegraphError", "__version__", "open"]
 
@@ -45,4 +39,11 @@ def __getattr__(name: str) -> Any:
         from .graph import Graph
 
         return Graph
+    if name == "__version__":  # package metadata costs ~40 ms to read: only when asked
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            return version("tracegraph")
+        except PackageNotFoundError:  # running from a source tree that is not installed
+            return "0+unknown"
     raise AttributeError(f"module 'tracegraph' has no attribute {name!r}")

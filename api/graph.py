@@ -4,6 +4,9 @@ beyond the database's path, so each call sees what the last write left.
 
 Writes (`ingest`, `edges`) are atomic: a failure leaves the database as it was. Reads open the
 database read-only for the call, so several processes may read while none writes.
+
+A verb imports the layers it uses when it runs (ingest, the edge-set builders, the report): a
+script that only queries never pays for the rest.
 """
 
 from __future__ import annotations
@@ -11,39 +14,29 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from .ingest.edgesets.hta.edge_set import EdgeSetResult as HtaEdgeSetResult
-from .ingest.edgesets.hta.edge_set import build_hta_edge_set
-from .ingest.edgesets.hta.env import default_cache_root
-from .ingest.edgesets.native.edge_set import NativeEdgeSetResult, build_native_edge_set
-from .ingest.edgesets.native.options import NativeOptions, emulate
-from .ingest.edgesets.native.window import Window
 from .ingest.errors import TracegraphError
 from .ingest.outputs import written
-from .ingest.parse import ParseOptions
-from .ingest.pipeline import IngestOptions, IngestResult
-from .ingest.pipeline import ingest as ingest_files
-from .ingest.remove import remove_runs
-from .ingest.runs import resolve_run
 from .ingest.store import DEFAULT_TIMEOUT_MS, GraphStore
 from .queries.catalog import canned_query, check_run, coerce_params
-from .queries.crossrank import StepVerdict, step_verdicts
-from .queries.dependencies import dependency_edges
-from .queries.diff import EdgeSetDiff, diff_edge_sets
 from .queries.guard import check_read_only, read_only_check
-from .queries.path import StepStory, step_stories
-from .queries.perfetto import write_chrome_trace
-from .queries.report import Report, build_report
-from .queries.report.compare import RunComparison, compare_runs
-from .queries.report.report import DEFAULT_TOP
 from .queries.runs import list_runs
-from .queries.step import edge_set_names
-from .queries.summary import DatabaseInfo, database_info
-from .queries.syncdeps import sync_dependencies
 from .queries.usable import file_problem, store_problem
+
+if TYPE_CHECKING:
+    from .ingest.edgesets.hta.edge_set import EdgeSetResult as HtaEdgeSetResult
+    from .ingest.edgesets.native.edge_set import NativeEdgeSetResult
+    from .ingest.edgesets.native.options import NativeOptions
+    from .ingest.pipeline import IngestResult
+    from .queries.crossrank import StepVerdict
+    from .queries.diff import EdgeSetDiff
+    from .queries.path import StepStory
+    from .queries.report import Report
+    from .queries.report.compare import RunComparison
+    from .queries.summary import DatabaseInfo
 
 Progress = Callable[[str, int, int], None]
 NATIVE = "native"
@@ -82,6 +75,10 @@ class Graph:
         ("auto", "local" or a cluster's address) parses them as Ray tasks instead (a Ray the
         caller initialized is used as it is); `replace` replaces a run of the same name (in
         the same all-or-nothing write)."""
+        from .ingest.parse import ParseOptions
+        from .ingest.pipeline import IngestOptions
+        from .ingest.pipeline import ingest as ingest_files
+
         if not paths:
             raise TracegraphError("ingest: name at least one trace file or folder")
         parse = ParseOptions(
@@ -116,6 +113,12 @@ class Graph:
         ("hta-0.5.0", "traceinsight-0.6.1"), run in its own cached environment. The window is
         the whole trace, an `annotation` (its `instance`, default the first) or, native only,
         `all_steps`."""
+        from .ingest.edgesets.hta.edge_set import build_hta_edge_set
+        from .ingest.edgesets.hta.env import default_cache_root
+        from .ingest.edgesets.native.edge_set import build_native_edge_set
+        from .ingest.edgesets.native.options import NativeOptions, emulate
+        from .ingest.edgesets.native.window import Window
+
         if producer == NATIVE:
             options = native_options or (
                 emulate(emulate_version) if emulate_version else NativeOptions()
@@ -169,6 +172,8 @@ class Graph:
 
     def remove_runs(self, *runs: str) -> None:
         """Remove these runs (their events, edges, edge sets and archives), all or none."""
+        from .ingest.remove import remove_runs
+
         if not runs:
             raise TracegraphError("runs rm: name at least one run")
         remove_runs(self.path, list(runs))
@@ -188,6 +193,8 @@ class Graph:
 
     def info(self) -> DatabaseInfo:
         """Every run with its ranks, counts and sources, and every edge set."""
+        from .queries.summary import database_info
+
         with self.reading() as store:
             return database_info(store)
 
@@ -230,6 +237,8 @@ class Graph:
     ) -> EdgeSetDiff:
         """Edge sets `a` and `b` of one run compared: counts by rank and type, path lengths, and
         each differing edge with why it differs."""
+        from .queries.diff import diff_edge_sets
+
         with self.reading() as store:
             return diff_edge_sets(store, a, b, run=run, edge_type=edge_type, rank=rank)
 
@@ -243,6 +252,8 @@ class Graph:
     ) -> list[StepStory]:
         """Each step's (or ProfilerStep#`step`'s) critical path in segments, with what fixing
         each would save: across ranks, or `rank`'s own (see queries/path.py)."""
+        from .queries.path import step_stories
+
         with self.reading():
             pass  # a path that holds no tracegraph database: the readers' one line
         return step_stories(self.path, run=run, step=step, rank=rank, depth=depth)
@@ -252,6 +263,8 @@ class Graph:
     ) -> pa.Table:
         """The DEP edges of `edge_set` for the run (or one `rank` of it) as Arrow: both
         endpoints (event id, label, name, boundary, time in ns), type, weight, critical flag."""
+        from .queries.dependencies import dependency_edges
+
         with self.reading() as store:
             name, run_idx = self._run_with(store, run, edge_set)
             return dependency_edges(store, edge_set, run_idx, rank)
@@ -299,7 +312,7 @@ class Graph:
         ranks: Sequence[int] | None = None,
         step: int | None = None,
         hta_compatible: bool = False,
-        top: int = DEFAULT_TOP,
+        top: int = 10,  # queries/report/report.py DEFAULT_TOP (held by a test)
     ) -> Report:
         """HTA's standard analyses of every rank of the run (or of `ranks`), from its archive:
         temporal breakdown, comm/comp overlap, kernel types and top kernels, idle time by
@@ -307,6 +320,8 @@ class Graph:
         per step and the events that show them); `step` N reports only ProfilerStep#N's GPU
         work. `hta_compatible` reproduces HTA 0.5.0's figures (its µs
         rounding, its window without the last ProfilerStep) and gives no findings."""
+        from .queries.report import build_report
+
         with self.reading() as store:
             return build_report(
                 self.path,
@@ -321,6 +336,8 @@ class Graph:
     def compare(self, other: str, *, run: str | None = None, rows: int = 30) -> RunComparison:
         """Run `run` (the only other run when None) against run `other`: step times matched by
         order, and the `rows` ops and kernels whose time per rank and step changed most."""
+        from .queries.report.compare import compare_runs
+
         with self.reading() as store:
             return compare_runs(store, run, other, rows)
 
@@ -336,6 +353,9 @@ class Graph:
         """Write the run (or one `rank`) as Chrome trace JSON to `out` (for ui.perfetto.dev):
         its events, `edge_set`'s critical path as flow arrows, the report's findings as
         instant events. Written whole or not at all; the counts of what was written."""
+        from .queries.perfetto import write_chrome_trace
+        from .queries.report import build_report
+
         target = Path(out)
         with self.reading() as store:
             name, run_idx = self._run_with(store, run, edge_set)
@@ -355,6 +375,8 @@ class Graph:
     ) -> dict[str, Any]:
         """`edge_set`'s sync dependencies keyed as Chakra's linker keys events (rank, ev_idx,
         External id), all of them or those on the critical path, with both counts per rank."""
+        from .queries.syncdeps import sync_dependencies
+
         with self.reading() as store:
             name, run_idx = self._run_with(store, run, edge_set)
             return sync_dependencies(store, name, run_idx, edge_set, critical_only)
@@ -363,6 +385,9 @@ class Graph:
         self, store: GraphStore, run: str | None, edge_set: str | None
     ) -> tuple[str, int]:
         """The run (see `resolve_run`), refused when it lacks `edge_set` (None: any)."""
+        from .ingest.runs import resolve_run
+        from .queries.step import edge_set_names
+
         name, run_idx = resolve_run(store, run)
         known = edge_set_names(store, name)
         if edge_set is not None and edge_set not in known:
@@ -375,5 +400,7 @@ class Graph:
     def stragglers(self, run: str, edge_set: str = NATIVE) -> list[StepVerdict]:
         """Per step of `run`, what bounds it across ranks (from the edge set's cross-rank
         paths): the rank that arrived last at the collectives, how long the others waited."""
+        from .queries.crossrank import step_verdicts
+
         with self.reading() as store:
             return step_verdicts(store, run, edge_set)

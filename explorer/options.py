@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from . import output
+FORMATS = ("table", "csv", "json")
+DEFAULT_WIDTH = 60
+FULL = 1 << 30  # --full-names: no cell is shortened
 
 
 def database(p: argparse.ArgumentParser) -> None:
@@ -19,7 +21,7 @@ def run(p: argparse.ArgumentParser, needed_when: str) -> None:
     p.add_argument("--run", metavar="NAME", help=f"the run (needed when {needed_when})")
 
 
-def output_format(p: argparse.ArgumentParser, choices: tuple[str, ...] = output.FORMATS) -> None:
+def output_format(p: argparse.ArgumentParser, choices: tuple[str, ...] = FORMATS) -> None:
     """--format, one of `choices` (default table)."""
     p.add_argument("--format", choices=choices, default="table", help="output format")
 
@@ -29,16 +31,16 @@ def width(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--width",
         type=_cell_width,
-        default=output.DEFAULT_WIDTH,
+        default=DEFAULT_WIDTH,
         metavar="N",
         help=f"table cells up to N characters; longer names are shortened by their structure "
-        f"(default {output.DEFAULT_WIDTH})",
+        f"(default {DEFAULT_WIDTH})",
     )
     p.add_argument("--full-names", action="store_true", help="never shorten a name")
 
 
 def max_width(args: argparse.Namespace) -> int:
-    return output.FULL if args.full_names else int(args.width)
+    return FULL if args.full_names else int(args.width)
 
 
 def _cell_width(text: str) -> int:

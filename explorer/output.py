@@ -11,8 +11,7 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from .names import shorten_all
-
-FORMATS = ("table", "csv", "json")
+from .options import DEFAULT_WIDTH
 
 
 def _cell(value: object) -> str:
@@ -23,10 +22,6 @@ def _cell(value: object) -> str:
             return f"{value:.6g}"
         return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
     return str(value)
-
-
-DEFAULT_WIDTH = 60
-FULL = 1 << 30  # --full-names: no cell is shortened
 
 
 def render(table: pa.Table, fmt: str = "table", max_width: int = DEFAULT_WIDTH) -> str:

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import kuzu
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from . import schema
 from .cypher_text import parameter_names
@@ -135,6 +134,8 @@ class GraphStore:
 
     def copy_edges(self, label: str, edges: pa.Table) -> int:
         """COPY edges carrying from_label/to_label columns into each FROM/TO pair of the table."""
+        import pyarrow.compute as pc  # ~80 ms to import: readers never need it
+
         rel = schema.REL_BY_LABEL[label]
         total = 0
         for src, dst in rel.pairs:

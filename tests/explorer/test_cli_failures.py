@@ -13,9 +13,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from tracegraph import graph as api_graph
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
-from tracegraph.explorer.cli import _exit_code_for, main
+from tracegraph.explorer.cli import main
+from tracegraph.explorer.commands.common import exit_code_for
+from tracegraph.ingest.edgesets.hta import edge_set as hta_edge_set
 from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult
 from tracegraph.ingest.edgesets.hta.env import _read_marker, parse_spec
 from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
@@ -282,13 +283,13 @@ def test_exit_code_for_all_failed_prints_one_line_per_rank(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     ranks = _ranks((0, "failed", "no GPU kernels:\n  CPU-only trace"), (3, "failed", ""))
-    assert _exit_code_for(ranks, "run.kuzu") == 2
+    assert exit_code_for(ranks, "run.kuzu") == 2
     err = capsys.readouterr().err
     assert err.splitlines() == [
         "tracegraph: error: run.kuzu: rank 0: no GPU kernels: CPU-only trace",
         "tracegraph: error: run.kuzu: rank 3: failed",
     ]
-    assert _exit_code_for(ranks) == 2
+    assert exit_code_for(ranks) == 2
     assert capsys.readouterr().err.splitlines()[0] == (
         "tracegraph: error: rank 0: no GPU kernels: CPU-only trace"
     )
@@ -306,7 +307,7 @@ def test_exit_code_for_all_failed_prints_one_line_per_rank(
 def test_exit_code_for_is_0_unless_every_rank_failed(
     ranks: list[SimpleNamespace], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert _exit_code_for(ranks, "run.kuzu") == 0
+    assert exit_code_for(ranks, "run.kuzu") == 0
     assert capsys.readouterr().err == ""
 
 
@@ -336,7 +337,7 @@ def test_hta_edges_exit_code_follows_the_ranks(
     code: int,
 ) -> None:
     """The CLI's side of `edges --hta` (the build itself, which needs HTA, is stubbed)."""
-    monkeypatch.setattr(api_graph, "build_hta_edge_set", lambda *a, **k: _hta_result(*statuses))
+    monkeypatch.setattr(hta_edge_set, "build_hta_edge_set", lambda *a, **k: _hta_result(*statuses))
     got, out, err = _run(capsys, "edges", db_copy, "--hta", "HolisticTraceAnalysis==0.5.0")
     assert got == code
     assert "edge set 'hta-0.5.0' of run 'syn'" in out  # what was recorded, either way

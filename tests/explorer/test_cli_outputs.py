@@ -79,14 +79,14 @@ def test_a_replaced_output_keeps_its_mode(
 # whole trace (not yet renamed): so the kill always lands mid-export, whatever the machine.
 CHILD = """
 import sys, time
-import tracegraph.graph as graph
-real = graph.write_chrome_trace
+import tracegraph.queries.perfetto as perfetto
+real = perfetto.write_chrome_trace
 def stalled(f, *args, **kwargs):
     counts = real(f, *args, **kwargs)
     f.flush()
     time.sleep(600)
     return counts
-graph.write_chrome_trace = stalled
+perfetto.write_chrome_trace = stalled
 from tracegraph.explorer.cli import main
 main(sys.argv[1:])
 """

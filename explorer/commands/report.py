@@ -1,0 +1,73 @@
+"""`report` and `export`: the analyses and findings of a run, and the run as files for other
+tools."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import tracegraph
+from tracegraph.ingest.errors import TracegraphError
+
+from .. import options
+from ..report_view import write_comparison, write_report
+from .common import UsageError, write_json, write_text
+
+
+def report_command(args: argparse.Namespace) -> int:
+    if args.compare is not None:
+        return _compare(args)
+    if args.top < 1:
+        raise TracegraphError(f"--top {args.top}: name at least one kernel per type")
+    report = tracegraph.open(args.db).report(
+        args.run,
+        ranks=args.rank,
+        step=args.step,
+        hta_compatible=args.hta_compatible,
+        top=args.top,
+    )
+    if args.table is not None and args.format != "csv":
+        raise TracegraphError("--table: only with --format csv (table and json show them all)")
+    if args.html is not None:
+        from ..report_html import report_html
+
+        write_text(args.html, report_html(report, str(args.db)))
+        print(f"wrote {args.html}", file=sys.stderr)
+    write_report(sys.stdout, report, args.db, args.format, args.table, options.max_width(args))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    comparison = tracegraph.open(args.db).compare(args.compare, run=args.run)
+    write_comparison(sys.stdout, comparison, args.format, args.table, options.max_width(args))
+    return 0
+
+
+def export_command(args: argparse.Namespace) -> int:
+    if args.perfetto is None and args.sync_deps is None:
+        raise UsageError("export: name --perfetto OUT.json and/or --sync-deps OUT.json")
+    if args.sync_deps is not None:
+        if args.edge_set is None:
+            raise UsageError("export --sync-deps: name the edge set (--edge-set NAME)")
+        deps = tracegraph.open(args.db).sync_dependencies(
+            args.edge_set, run=args.run, critical_only=args.critical_only
+        )
+        write_json(args.sync_deps, deps)
+        total = sum(c["all"] for c in deps["counts"].values())
+        critical = sum(c["critical"] for c in deps["counts"].values())
+        print(f"wrote {args.sync_deps}: {total:,} sync dependencies, {critical:,} on the path")
+    if args.perfetto is None:
+        return 0
+    counts = tracegraph.open(args.db).export_perfetto(
+        args.perfetto,
+        run=args.run,
+        rank=args.rank,
+        edge_set=args.edge_set,
+        findings=not args.no_findings,
+    )
+    print(
+        f"wrote {args.perfetto}: {counts['events']:,} events, {counts['flows']:,} critical-path "
+        f"edges, {counts['segments']:,} path segments, {counts['findings']} findings (open it "
+        "in ui.perfetto.dev)"
+    )
+    return 0

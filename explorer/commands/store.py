@@ -1,0 +1,125 @@
+"""`ingest`, `runs` and `info`: what goes into a database and what it holds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+
+import tracegraph
+from tracegraph.ingest.pipeline import IngestResult
+from tracegraph.ingest.schema import MAX_RANK
+from tracegraph.queries.catalog import INT64_MAX, INT64_MIN
+from tracegraph.queries.summary import database_info
+
+from .. import output
+from ..progress import stderr_progress
+from .common import INTEGER, UsageError, indent, open_reading
+
+
+def ingest_command(args: argparse.Namespace) -> int:
+    max_json, max_ratio = None, None  # the defaults
+    if args.max_json_gb is not None:
+        if not 0 < args.max_json_gb < 1 << 20:
+            raise UsageError(f"--max-json-gb {args.max_json_gb:g}: expected a size in GiB > 0")
+        max_json, max_ratio = int(args.max_json_gb * (1 << 30)), 0.0
+    with stderr_progress() as progress:
+        result = tracegraph.open(args.db).ingest(
+            *args.paths,
+            run=args.run,
+            rank=args.rank,
+            rank_of_pid=_pid_ranks(args.rank_of_pid),
+            recursive=args.recursive,
+            max_json_bytes=max_json,
+            max_gzip_ratio=max_ratio,
+            jobs=args.jobs,
+            ray=args.ray,
+            replace=args.replace,
+            progress=progress,
+        )
+    for name, why in result.skipped:
+        print(f"tracegraph: skipped {name}: {why}", file=sys.stderr)
+    print_ingest(result, args.db)
+    return 0
+
+
+def _pid_ranks(items: list[str]) -> dict[int, int]:
+    out = {}
+    for item in items:
+        pid, sep, rank = (part.strip() for part in item.partition("="))
+        if not sep or not INTEGER.fullmatch(pid) or not INTEGER.fullmatch(rank):
+            raise UsageError(f"--rank-of-pid {item}: expected PID=RANK with integers")
+        if not INT64_MIN <= int(pid) <= INT64_MAX:
+            raise UsageError(f"--rank-of-pid {item}: pid {pid} is out of the 64-bit range")
+        if not 0 <= int(rank) <= MAX_RANK:
+            raise UsageError(f"--rank-of-pid {item}: rank {rank} is out of range 0..{MAX_RANK}")
+        out[int(pid)] = int(rank)
+    return out
+
+
+def print_ingest(result: IngestResult, db: Path) -> None:
+    totals = {"Op": 0, "Runtime": 0, "Kernel": 0}
+    for rank in result.ranks:
+        for label in totals:
+            totals[label] += rank.counts[label]
+    nodes = ", ".join(f"{n:,} {label}" for label, n in totals.items())
+    edges = ", ".join(f"{n:,} {label}" for label, n in result.edges.items())
+    print(f"ingested run '{result.run}' into {db}: {len(result.ranks)} rank(s); {nodes}")
+    print(f"edges: {edges}; {result.collectives:,} Collective")
+
+
+def runs_command(args: argparse.Namespace) -> int:
+    graph = tracegraph.open(args.db)
+    if args.action == "rm":
+        graph.remove_runs(*args.names)
+        print(f"removed {', '.join(args.names)} from {args.db}")
+        return 0
+    if args.names:
+        raise UsageError("runs: names only with rm (runs DB rm NAME...)")
+    runs = graph.runs()
+    shown = runs.set_column(2, "ranks", pa.array([len(r) for r in runs["ranks"].to_pylist()]))
+    output.write(sys.stdout, shown, args.format)
+    return 0
+
+
+def info_command(args: argparse.Namespace) -> int:
+    with open_reading(args.db) as store:
+        info = database_info(store)
+    if args.format == "json":
+        print(json.dumps(_info_json(info), indent=1))
+        return 0
+    if not info.runs:
+        print(f"{info.path}: no runs")
+    for run in info.runs:
+        print(
+            f"run '{run.name}': world size {run.world_size}, {run.ranks.num_rows} rank(s) "
+            f"ingested, {run.collectives:,} collectives, at {run.ingested_at}"
+        )
+        edges = ", ".join(f"{label} {n:,}" for label, n in sorted(run.edges.items()))
+        print(f"  edges: {edges}")
+        print(indent(output.render(run.ranks, "table", max_width=48)))
+    if info.edge_sets.num_rows:
+        print("edge sets:")
+        print(indent(output.render(info.edge_sets)))
+    return 0
+
+
+def _info_json(info: object) -> dict[str, object]:
+    runs = [
+        {
+            "name": r.name,
+            "world_size": r.world_size,
+            "ingested_at": r.ingested_at,
+            "tool_version": r.tool_version,
+            "sources": r.sources,
+            "edges": r.edges,
+            "collectives": r.collectives,
+            "ranks": r.ranks.to_pylist(),
+        }
+        for r in info.runs  # type: ignore[attr-defined]
+    ]
+    edge_sets = info.edge_sets.to_pylist()  # type: ignore[attr-defined]
+    return {"path": info.path, "runs": runs, "edge_sets": edge_sets}  # type: ignore[attr-defined]
