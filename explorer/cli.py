@@ -190,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(handler="query")
 
     p = sub.add_parser("edges", help="build a dependency edge set: HTA's graph, or native")
-    options.database(p)
+    options.database_or_traces(p)
     producer = p.add_mutually_exclusive_group(required=True)
     producer.add_argument(
         "--hta",
@@ -279,7 +279,7 @@ def _parser() -> argparse.ArgumentParser:
         "the step time gone with its work taking no time (the path recomputed over the same "
         "graph). Built from the run's archive with tracegraph's own rules; writes nothing.",
     )
-    options.database(p)
+    options.database_or_traces(p)
     options.run(p, "the database holds several")
     p.add_argument("--step", type=int, metavar="N", help="only ProfilerStep#N")
     p.add_argument("--rank", type=int, help="this rank's own path (default: across ranks)")
@@ -303,7 +303,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "report", help="HTA's standard analyses of every rank, and findings (faults, their cost)"
     )
-    options.database(p)
+    options.database_or_traces(p)
     options.run(p, "the database holds several")
     p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
     p.add_argument(

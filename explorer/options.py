@@ -16,6 +16,27 @@ def database(p: argparse.ArgumentParser) -> None:
     p.add_argument("db", type=Path, metavar="DB", help="a tracegraph database file")
 
 
+def database_or_traces(p: argparse.ArgumentParser) -> None:
+    """The positional DB, or trace files and folders with --db: `commands/traces.py` turns
+    them into `args.db`."""
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        type=Path,
+        metavar="DB|TRACES",
+        help="a tracegraph database file, or trace files or folders: ingested first (into --db, "
+        "else a cache database for exactly these files) unless already there",
+    )
+    p.add_argument(
+        "--db",
+        dest="into",
+        type=Path,
+        metavar="DB",
+        help="with traces: the database to ingest them into (default: the cache's, "
+        "~/.cache/tracegraph/traces)",
+    )
+
+
 def run(p: argparse.ArgumentParser, needed_when: str) -> None:
     """--run NAME, needed `needed_when` (e.g. "the database holds several")."""
     p.add_argument("--run", metavar="NAME", help=f"the run (needed when {needed_when})")

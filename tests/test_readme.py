@@ -234,9 +234,18 @@ def test_commands_split_the_way_bash_reads_them() -> None:
         list(commands_of(Block("h", "run", 10, ('tracegraph query x "MATCH',))))
 
 
-def _scratch_env() -> dict[str, str]:
+def _scratch_env(root: Path) -> dict[str, str]:
+    """This interpreter's `tracegraph` first on PATH; a cache of the scratch's own (traces named
+    without --db are ingested there) that sees the HTA environments where the CLI looks."""
+    from tracegraph.ingest.edgesets.hta.env import default_cache_root
+
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    hta = default_cache_root()
+    env["XDG_CACHE_HOME"] = str(root / "cache")
+    (root / "cache" / "tracegraph").mkdir(parents=True)
+    if hta.is_dir():
+        (root / "cache" / "tracegraph" / hta.name).symlink_to(hta, target_is_directory=True)
     return env
 
 
@@ -271,7 +280,7 @@ def readme_run(tmp_path_factory: pytest.TempPathFactory) -> ReadmeRun:
     (root / "repo").mkdir()
     (root / "shared").symlink_to(SHARED.resolve(), target_is_directory=True)
     result = ReadmeRun(root / "repo")
-    env = _scratch_env()
+    env = _scratch_env(root)
     for command in commands:
         began = time.perf_counter()
         try:

@@ -40,6 +40,7 @@ from tracegraph.queries.whatif import (
 from .. import output
 from ..progress import stderr_progress
 from .common import UsageError, exit_code_for, indent, open_reading
+from .traces import resolve_database
 
 
 def edges_command(args: argparse.Namespace) -> int:
@@ -57,6 +58,7 @@ def edges_command(args: argparse.Namespace) -> int:
     cutoff = args.kernel_gap_cutoff_us
     if cutoff is not None and not (math.isfinite(cutoff) and 0 <= cutoff * 1000 <= INT64_MAX):
         raise UsageError(f"--kernel-gap-cutoff-us {cutoff:g}: expected a finite number of µs >= 0")
+    resolve_database(args)
     return _native_edges(args) if args.native else _hta_edges(args)
 
 
@@ -273,6 +275,7 @@ def _compare_table(table: pa.Table) -> pa.Table:
 def path_command(args: argparse.Namespace) -> int:
     from ..path_view import write_stories
 
+    resolve_database(args)
     stories = tracegraph.open(args.db).step_paths(
         run=args.run, step=args.step, rank=args.rank, depth=args.depth
     )

@@ -12,13 +12,17 @@ from tracegraph.ingest.errors import TracegraphError
 from .. import options
 from ..report_view import write_comparison, write_report
 from .common import UsageError, write_json, write_text
+from .traces import resolve_database
 
 
 def report_command(args: argparse.Namespace) -> int:
-    if args.compare is not None:
-        return _compare(args)
     if args.top < 1:
         raise TracegraphError(f"--top {args.top}: name at least one kernel per type")
+    if args.table is not None and args.format != "csv":
+        raise TracegraphError("--table: only with --format csv (table and json show them all)")
+    resolve_database(args)
+    if args.compare is not None:
+        return _compare(args)
     report = tracegraph.open(args.db).report(
         args.run,
         ranks=args.rank,
@@ -26,8 +30,6 @@ def report_command(args: argparse.Namespace) -> int:
         hta_compatible=args.hta_compatible,
         top=args.top,
     )
-    if args.table is not None and args.format != "csv":
-        raise TracegraphError("--table: only with --format csv (table and json show them all)")
     if args.html is not None:
         from ..report_html import report_html
 

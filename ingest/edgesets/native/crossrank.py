@@ -51,7 +51,7 @@ from .edges import (
 from .frame import NODE_LABEL, Frame
 from .graph import WindowGraph
 from .invariants import InvariantError, node_time_of
-from .segments import Segment, heaviest_on, hotspot, step_segments
+from .segments import Segment, heaviest_on, hotspot, path_owners, step_segments
 from .step_graph import StepGraph
 from .threads import waits_itself
 
@@ -256,9 +256,10 @@ def cross_rank_path(
     for e in edges:
         rank_ns[e.dst_rank] += e.weight_ns
     bound_rank = max(rank_ns, key=lambda r: (rank_ns[r], -r)) if rank_ns else graphs[0].rank
-    segments = step_segments(joined, path.edges)
+    owners = path_owners(joined, path.edges)  # what both read, worked out once
+    segments = step_segments(joined, path.edges, owners=owners)
     bound_op = heaviest_on(segments, bound_rank)
-    hot, hot_ns = hotspot(joined, path.edges, bound_rank)
+    hot, hot_ns = hotspot(joined, path.edges, bound_rank, owners)
     straggler = None
     waits = {rank: _union(intervals) for rank, intervals in waited.items()}
     for i, g in enumerate(graphs):  # a wait is inside its rank's step: never longer than it

@@ -93,7 +93,7 @@ class Segment:
 
 
 @dataclass(frozen=True)
-class _Owner:
+class Owner:
     """What one path edge's time belongs to."""
 
     rank: int
@@ -102,16 +102,22 @@ class _Owner:
     label_row: tuple[int, int] | None = None  # the python frame the label names
 
 
-def path_segments(graph: StepGraph, path: np.ndarray, depth: int = DEFAULT_DEPTH) -> list[Segment]:
-    """The path's edges (indices into `graph`, in path order) as segments, `depth` levels."""
-    owners = _owners(graph, path)
+def path_segments(
+    graph: StepGraph,
+    path: np.ndarray,
+    depth: int = DEFAULT_DEPTH,
+    owners: list[Owner] | None = None,
+) -> list[Segment]:
+    """The path's edges (indices into `graph`, in path order) as segments, `depth` levels
+    (`owners`: the path's `path_owners`, where the caller has them)."""
+    owners = owners if owners is not None else path_owners(graph, path)
     segments = _group(graph, owners, graph.weight[path], 0, len(path), 0, depth)
     return _fold_small(segments, int(graph.weight[path].sum() * SMALL_SHARE))
 
 
 def _group(
     graph: StepGraph,
-    owners: list[_Owner],
+    owners: list[Owner],
     weight: np.ndarray,
     lo: int,
     hi: int,
@@ -130,7 +136,7 @@ def _group(
     return _fold(_coalesce(out) if level == 0 else out)
 
 
-def _key(owner: _Owner, level: int) -> tuple[object, ...]:
+def _key(owner: Owner, level: int) -> tuple[object, ...]:
     if level < len(owner.chain):
         return (owner.rank, "range", owner.chain[level])
     return (owner.rank, "label", owner.label)
@@ -138,7 +144,7 @@ def _key(owner: _Owner, level: int) -> tuple[object, ...]:
 
 def _segment(
     graph: StepGraph,
-    owners: list[_Owner],
+    owners: list[Owner],
     weight: np.ndarray,
     i: int,
     j: int,
@@ -255,11 +261,15 @@ def _fold(segments: list[Segment]) -> list[Segment]:
         big = [s.ns >= sizes[kept - 1] for s in segments]
         if sum(big) > kept:
             continue  # ties at the floor: keep fewer
-        folded = _fold_runs(segments, big)
-        if len(folded) <= MAX_LINES:
-            return folded
+        if _lines(big) <= MAX_LINES:  # counted first: each folded line builds its own parts
+            return _fold_runs(segments, big)
     size = -(-len(segments) // MAX_LINES)
     return [_folded(segments[i : i + size]) for i in range(0, len(segments), size)]
+
+
+def _lines(big: list[bool]) -> int:
+    """The lines `_fold_runs` gives: each kept segment, and one per run of the others."""
+    return sum(big) + sum(1 for i, keep in enumerate(big) if not keep and (i == 0 or big[i - 1]))
 
 
 def _fold_runs(segments: list[Segment], big: list[bool]) -> list[Segment]:
@@ -300,7 +310,8 @@ def _over(members: list[Segment], rank: int, name: str, kind: str) -> Segment:
     )
 
 
-def _owners(graph: StepGraph, path: np.ndarray) -> list[_Owner]:
+def path_owners(graph: StepGraph, path: np.ndarray) -> list[Owner]:
+    """What each path edge's time belongs to (its rank, enclosing ranges and label)."""
     nests: dict[int, _Nesting] = {}
 
     def nesting(g: int) -> _Nesting:
@@ -316,21 +327,21 @@ def _owners(graph: StepGraph, path: np.ndarray) -> list[_Owner]:
                                 strict=True):  # fmt: skip
         rank = graph.graphs[b].rank
         if a != b:  # a collective's time after its last participant arrived
-            out.append(_Owner(rank, (), COMMUNICATION))
+            out.append(Owner(rank, (), COMMUNICATION))
             continue
         n = nesting(b)
         ls, ld = s - int(graph.base[b]), d - int(graph.base[b])
         rs, rd = ls // 2, ld // 2
         if n.gpu[rs] and n.gpu[rd]:
             if ld == ls + 1 and ls % 2 == 0:  # a GPU row's own span: the kernel's work
-                out.append(_Owner(rank, n.launch_chain(rd) + ((b, rd),), n.clip.name.at(rd)))
+                out.append(Owner(rank, n.launch_chain(rd) + ((b, rd),), n.clip.name.at(rd)))
             else:
                 label = GPU_IDLE if kind == KERNEL_KERNEL_DELAY else "GPU"
-                out.append(_Owner(rank, n.launch_chain(rd), label))
+                out.append(Owner(rank, n.launch_chain(rd), label))
         elif kind == KERNEL_LAUNCH_DELAY or n.gpu[rd]:  # a launch: the launching call's
-            out.append(_Owner(rank, n.chain(rs, ls, ls), "launch"))
+            out.append(Owner(rank, n.chain(rs, ls, ls), "launch"))
         elif n.gpu[rs]:  # GPU → CPU (a sync): the CPU call that waited
-            out.append(_Owner(rank, n.chain(rd, ld, ld), "sync"))
+            out.append(Owner(rank, n.chain(rd, ld, ld), "sync"))
         elif n.tid[rs] != n.tid[rd]:  # another thread resumed (a collective's completion)
             out.append(n.owner(rank, rd, ld, ld))
         else:
@@ -362,56 +373,65 @@ class _Nesting:
             self.parent[r] = stack[-1] if stack else -1
             stack.append(r)
         self.by_thread = {int(t): order[c.tid[order] == t] for t in np.unique(c.tid[cpu])}
+        self.ts_by_thread = {t: self.ts[rows] for t, rows in self.by_thread.items()}
         self.python = c.cat_in(("python_function",))
         frames = np.nonzero(self.python & ~c.name.contains(MODULE_FRAME))[0]
         frames = frames[np.lexsort((frames, self.ts[frames]))]
         self.python_by_thread = {
             int(t): frames[c.tid[frames] == t] for t in np.unique(c.tid[frames])
         }
+        self.python_ts = {t: self.ts[rows] for t, rows in self.python_by_thread.items()}
         self.meaningful = ~c.name.contains(STEP_ANNOTATION + "#") & (
             ~self.python | c.name.contains(MODULE_FRAME)
         )
+        # as lists for the walks up the nesting, one path edge at a time (numpy's scalar
+        # indexing costs ~10x a list's)
+        self._ts, self._end, self._parent = ts_l, end_l, self.parent.tolist()
+        self._node_time = self.node_time.tolist()
+        self._meaningful, self._python = self.meaningful.tolist(), self.python.tolist()
 
     def enclosing(self, row: int, a: int, b: int) -> list[int]:
         """Rows of `row`'s thread that contain the nodes' times [a, b], innermost first."""
-        rows = self.by_thread.get(int(self.tid[row]))
+        thread = int(self.tid[row])
+        rows = self.by_thread.get(thread)
         if rows is None:
             return []
-        ta, tb = int(self.node_time[a]), int(self.node_time[b])
-        at = int(np.searchsorted(self.ts[rows], ta, side="right")) - 1
+        ta, tb = self._node_time[a], self._node_time[b]
+        at = int(np.searchsorted(self.ts_by_thread[thread], ta, side="right")) - 1
         out = []
         r = int(rows[at]) if at >= 0 else -1
+        ts, end, parent = self._ts, self._end, self._parent
         while r >= 0:
-            if self.ts[r] <= ta and self.end[r] >= tb:
+            if ts[r] <= ta and end[r] >= tb:
                 out.append(r)
-            r = int(self.parent[r])
+            r = parent[r]
         return out
 
     def chain(self, row: int, a: int, b: int) -> tuple[tuple[int, int], ...]:
         """The meaningful ranges over nodes [a, b] on `row`'s thread, outermost first."""
         rows = self.enclosing(row, a, b)
-        return tuple((self.index, r) for r in reversed(rows) if self.meaningful[r])
+        return tuple((self.index, r) for r in reversed(rows) if self._meaningful[r])
 
-    def owner(self, rank: int, row: int, a: int, b: int) -> _Owner:
+    def owner(self, rank: int, row: int, a: int, b: int) -> Owner:
         rows = self.enclosing(row, a, b)
-        chain = tuple((self.index, r) for r in reversed(rows) if self.meaningful[r])
+        chain = tuple((self.index, r) for r in reversed(rows) if self._meaningful[r])
         frame = self._python_within(row, a, b)
         if frame < 0:
-            python = [r for r in rows if self.python[r] and not self.meaningful[r]]
+            python = [r for r in rows if self._python[r] and not self._meaningful[r]]
             frame = python[0] if python else -1
         if frame < 0:
-            return _Owner(rank, chain, NO_OP)
-        return _Owner(rank, chain, readable(self.clip.name.at(frame)), (self.index, frame))
+            return Owner(rank, chain, NO_OP)
+        return Owner(rank, chain, readable(self.clip.name.at(frame)), (self.index, frame))
 
     def _python_within(self, row: int, a: int, b: int) -> int:
         """The python frame inside the nodes' times [a, b] on `row`'s thread that covers most
         of it (a `gc.collect()` between two ops), -1 if none."""
-        rows = self.python_by_thread.get(int(self.tid[row]))
+        thread = int(self.tid[row])
+        rows = self.python_by_thread.get(thread)
         if rows is None or b <= a:
             return -1
-        ta, tb = int(self.node_time[a]), int(self.node_time[b])
-        hi = int(np.searchsorted(self.ts[rows], tb, side="left"))
-        lo = int(np.searchsorted(self.ts[rows], ta, side="left"))
+        ta, tb = self._node_time[a], self._node_time[b]
+        lo, hi = np.searchsorted(self.python_ts[thread], (ta, tb), side="left").tolist()
         cand = rows[lo:hi]
         if len(cand) == 0:
             return -1
@@ -428,20 +448,27 @@ class _Nesting:
         return self.chain(launcher, 2 * launcher, 2 * launcher + 1)
 
 
-def step_segments(graph: StepGraph, path: np.ndarray, depth: int = STORED_DEPTH) -> list[Segment]:
+def step_segments(
+    graph: StepGraph,
+    path: np.ndarray,
+    depth: int = STORED_DEPTH,
+    owners: list[Owner] | None = None,
+) -> list[Segment]:
     """The path's segments to `depth` levels, each of at least SAVING_SHARE of the path with
     its saving."""
-    segments = path_segments(graph, path, depth)
+    segments = path_segments(graph, path, depth, owners)
     total = int(graph.weight[path].sum())
     if total <= 0:
         return segments
     return with_savings(segments, Savings(graph), path, max(1, int(total * SAVING_SHARE)))
 
 
-def hotspot(graph: StepGraph, path: np.ndarray, rank: int) -> tuple[str, int]:
+def hotspot(
+    graph: StepGraph, path: np.ndarray, rank: int, owners: list[Owner] | None = None
+) -> tuple[str, int]:
     """The innermost range (a kernel, an op, a python frame) with the most path time on `rank`
     summed over the whole path, and that time: where a segment's time mostly went."""
-    owners = _owners(graph, path)
+    owners = owners if owners is not None else path_owners(graph, path)
     weight = graph.weight[path].tolist()
     by_name: dict[str, int] = {}
     for owner, w in zip(owners, weight, strict=True):

@@ -1,0 +1,70 @@
+"""`report`, `path` and `edges` on trace files or folders: one command from traces to the answer,
+the same answer as `ingest` then the command on the database, and the database reused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracegraph.explorer.cli import main
+
+from ..conftest import needs_traces, trace
+
+pytestmark = needs_traces
+
+
+@pytest.fixture(autouse=True)
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    return home
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: object) -> tuple[int, str, str]:
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_report_on_traces_equals_ingest_then_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cache_home: Path
+) -> None:
+    folder = trace("cpu_ddp_2r_faults")
+    db = tmp_path / "ingested.kuzu"
+    assert run(capsys, "ingest", folder, "--db", db)[0] == 0
+    code, expected, _ = run(capsys, "report", db, "--format", "json")
+    assert code == 0
+    code, first, err = run(capsys, "report", folder, "--format", "json")
+    assert code == 0 and "ingested run 'cpu_ddp_2r_faults'" in err
+    [cached] = cache_home.glob("tracegraph/traces/*/traces.kuzu")
+    assert json.loads(first) == json.loads(expected.replace(str(db), str(cached)))
+    code, again, err = run(capsys, "report", folder, "--format", "json")
+    assert code == 0 and again == first and "holds these traces" in err and "ingested" not in err
+
+
+def test_path_and_edges_on_traces_ingest_into_the_named_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], cache_home: Path
+) -> None:
+    files = sorted(trace("cpu_ddp_2r").glob("*.json.gz"))
+    db = tmp_path / "mine.kuzu"
+    code, by_traces, err = run(capsys, "path", *files, "--db", db, "--format", "json")
+    assert code == 0 and "ingested run" in err
+    code, by_db, _ = run(capsys, "path", db, "--format", "json")
+    assert code == 0 and by_db == by_traces
+    code, out, err = run(capsys, "edges", *files, "--db", db, "--native", "--all-steps")
+    assert code == 0 and "holds these traces" in err and "edge set 'native'" in out
+    assert not cache_home.exists()  # a named database: nothing in the cache
+
+
+def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "missing.json"
+    code, out, err = run(capsys, "report", missing)
+    assert (code, out) == (2, "") and err == f"tracegraph: error: {missing}: no such file or folder\n"
+    db = tmp_path / "some.kuzu"
+    code, _, err = run(capsys, "report", db, "--db", tmp_path / "other.kuzu")
+    assert code == 2 and err.count("\n") == 1 and "only with trace files or folders" in err
+    code, _, err = run(capsys, "report", trace("cpu_ddp_2r"), "--top", "0")
+    assert code == 2 and err.count("\n") == 1 and "--top 0" in err  # refused before the ingest
+    assert not (tmp_path / "xdg").exists()
