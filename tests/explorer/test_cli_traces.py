@@ -61,7 +61,8 @@ def test_path_and_edges_on_traces_ingest_into_the_named_database(
 def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     missing = tmp_path / "missing.json"
     code, out, err = run(capsys, "report", missing)
-    assert (code, out) == (2, "") and err == f"tracegraph: error: {missing}: no such file or folder\n"
+    assert (code, out) == (2, "")
+    assert err == f"tracegraph: error: {missing}: no such file or folder\n"
     db = tmp_path / "some.kuzu"
     code, _, err = run(capsys, "report", db, "--db", tmp_path / "other.kuzu")
     assert code == 2 and err.count("\n") == 1 and "only with trace files or folders" in err
