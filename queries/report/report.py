@@ -144,7 +144,7 @@ def build_report(
         # the story (what bound each step, who was late, what fixing each finding saves) is
         # the native path's, built here in memory: the same computation `path` and `edges
         # --native` show
-        built = build_each_step(db, run=source.run)
+        built = build_each_step(db, run=source.run, depth=1)  # the report shows the top level
         steps = step_graphs(built, step)
         paths = [p for p in built.paths if step is None or p.step == f"ProfilerStep#{step}"]
         rows["stragglers"] = _straggler_rows(paths, source.run_idx)

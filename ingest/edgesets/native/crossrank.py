@@ -51,7 +51,14 @@ from .edges import (
 from .frame import NODE_LABEL, Frame
 from .graph import WindowGraph
 from .invariants import InvariantError, node_time_of
-from .segments import Segment, heaviest_on, hotspot, path_owners, step_segments
+from .segments import (
+    STORED_DEPTH,
+    Segment,
+    heaviest_on,
+    hotspot,
+    path_owners,
+    step_segments,
+)
 from .step_graph import StepGraph
 from .threads import waits_itself
 
@@ -182,8 +189,10 @@ def cross_rank_path(
     graphs: list[WindowGraph],
     participants: Participants,
     offsets: dict[int, int] | None = None,
+    depth: int = STORED_DEPTH,
 ) -> CrossRankPath | None:
-    """Join the graphs (one per rank, same step) through the collectives and find the path."""
+    """Join the graphs (one per rank, same step) through the collectives and find the path
+    (its segments `depth` levels deep)."""
     if not graphs:
         return None
     offsets = offsets or {}
@@ -257,7 +266,7 @@ def cross_rank_path(
         rank_ns[e.dst_rank] += e.weight_ns
     bound_rank = max(rank_ns, key=lambda r: (rank_ns[r], -r)) if rank_ns else graphs[0].rank
     owners = path_owners(joined, path.edges)  # what both read, worked out once
-    segments = step_segments(joined, path.edges, owners=owners)
+    segments = step_segments(joined, path.edges, depth, owners)
     bound_op = heaviest_on(segments, bound_rank)
     hot, hot_ns = hotspot(joined, path.edges, bound_rank, owners)
     straggler = None

@@ -49,6 +49,7 @@ from .report import (
     options_json,
     window_json,
 )
+from .segments import STORED_DEPTH
 from .sources import rank_sources
 from .store import (
     collective_instances,
@@ -158,9 +159,10 @@ def build_run(
     window: Window | None = None,
     all_steps: bool = False,
     progress: Progress | None = None,
+    depth: int = STORED_DEPTH,
 ) -> BuiltRun:
     """Build every rank's window graphs of `run` and join each step's across ranks (plain
-    native options), writing nothing."""
+    native options; the paths' segments `depth` levels deep), writing nothing."""
     options = options or NativeOptions()
     window = window or Window()
     report = progress or (lambda stage, done, total: None)
@@ -184,21 +186,26 @@ def build_run(
         builds.append(build_rank(rank_source, options, window, all_steps))
         report(stage, len(builds), len(files))
     paths, left_out = (
-        _cross_rank(builds, members, hosts) if options.cross_rank and len(builds) > 1 else ([], [])
+        _cross_rank(builds, members, hosts, depth)
+        if options.cross_rank and len(builds) > 1
+        else ([], [])
     )
     return BuiltRun(source, builds, paths, left_out)
 
 
-def build_each_step(db: Path, *, run: str | None = None) -> BuiltRun:
+def build_each_step(db: Path, *, run: str | None = None, depth: int = STORED_DEPTH) -> BuiltRun:
     """`build_run` over every ProfilerStep; a run without any: over the whole trace."""
-    built = build_run(db, run=run, all_steps=True)
+    built = build_run(db, run=run, all_steps=True, depth=depth)
     if any(w.ok for b in built.builds for w in b.windows):
         return built
-    return build_run(db, run=run)
+    return build_run(db, run=run, depth=depth)
 
 
 def _cross_rank(
-    builds: list[RankBuild], instances: dict[int, Instance], hosts: dict[int, str | None]
+    builds: list[RankBuild],
+    instances: dict[int, Instance],
+    hosts: dict[int, str | None],
+    depth: int = STORED_DEPTH,
 ) -> tuple[list[CrossRankPath], list[str]]:
     """Each step's path across the ranks that have it, and the steps left out, with why."""
     participants = Participants.of(instances)
@@ -216,7 +223,7 @@ def _cross_rank(
         if len(graphs) < 2:
             left_out.append(f"{step}: only rank {have[0]} has a graph of it")
             continue
-        path = cross_rank_path(step, graphs, participants, offsets)
+        path = cross_rank_path(step, graphs, participants, offsets, depth)
         if path is not None:
             out.append(path)
         if len(graphs) < ranks:

@@ -34,6 +34,7 @@ class Savings:
         self._same = owner == g.graph_of(g.dst)
         self._owner = owner
         self._local: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+        self._of_ranges: dict[frozenset[tuple[int, int]], int] = {}  # a segment and its one part
 
     def of_edges(self, edges: np.ndarray) -> int:
         """Saving with these edges (indices) weighing nothing."""
@@ -49,6 +50,12 @@ class Savings:
 
     def of_ranges(self, ranges: Iterable[tuple[int, int]]) -> int:
         """Saving with the work of these (graph index, row) ranges taking no time."""
+        key = frozenset(ranges)
+        if key not in self._of_ranges:
+            self._of_ranges[key] = self._cut_of_ranges(key)
+        return self._of_ranges[key]
+
+    def _cut_of_ranges(self, ranges: Iterable[tuple[int, int]]) -> int:
         cut = np.zeros(len(self.graph.weight), np.int64)
         by_graph: dict[int, list[int]] = {}
         for g, row in ranges:

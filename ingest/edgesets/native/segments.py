@@ -460,7 +460,7 @@ def step_segments(
     total = int(graph.weight[path].sum())
     if total <= 0:
         return segments
-    return with_savings(segments, Savings(graph), path, max(1, int(total * SAVING_SHARE)))
+    return with_savings(segments, Savings(graph), path, max(1, int(total * SAVING_SHARE)), depth)
 
 
 def hotspot(
@@ -493,13 +493,20 @@ def heaviest_on(segments: Sequence[Segment], rank: int) -> str:
 
 
 def with_savings(
-    segments: Sequence[Segment], savings: Savings, path: np.ndarray, floor_ns: int
+    segments: Sequence[Segment],
+    savings: Savings,
+    path: np.ndarray,
+    floor_ns: int,
+    depth: int = STORED_DEPTH,
 ) -> list[Segment]:
-    """Segments (and parts) of at least `floor_ns` with what taking their work away saves:
-    its ranges' work where it has ranges, else its own path edges (communication, idle)."""
+    """Segments (and parts, `depth` levels of them) of at least `floor_ns` with what taking
+    their work away saves: its ranges' work where it has ranges, else its own path edges
+    (communication, idle). Deeper parts (a folded line's) are left without."""
     out = []
     for seg in segments:
-        children = tuple(with_savings(seg.children, savings, path, floor_ns))
+        children = seg.children
+        if depth > 1:
+            children = tuple(with_savings(seg.children, savings, path, floor_ns, depth - 1))
         saving = None
         if seg.ns >= floor_ns:
             if seg.rows:
