@@ -18,7 +18,6 @@ from typing import NoReturn
 from tracegraph.ingest.errors import TraceFormatError, TracegraphError
 
 from . import options
-from .serve_access import DEFAULT_MAX_CLIENTS
 
 # `report --format csv --table`: the findings, the report's tables (queries/report/report.py
 # TABLES, which a test holds this to) and the kernels and ops
@@ -88,6 +87,13 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"tracegraph: error: {line} (see {self.prog} --help)\n")
 
 
+class _VersionAction(argparse.Action):
+    """--version: the version is read (package metadata, ~40 ms) only when asked."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
+        parser.exit(0, f"tracegraph {_version()}\n")
+
+
 def _version() -> str:
     """The installed distribution's version (package metadata), with Kuzu's."""
     from importlib.metadata import PackageNotFoundError, version
@@ -103,7 +109,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="tracegraph",
         description="PyTorch profiler traces of distributed training as a graph database.",
     )
-    parser.add_argument("--version", action="version", version=f"tracegraph {_version()}")
+    parser.add_argument("--version", action=_VersionAction, nargs=0, help="show the version")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ingest", help="load trace files or folders (per-rank or merged) as one run")
@@ -383,10 +389,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-clients",
         type=_positive,
-        default=DEFAULT_MAX_CLIENTS,
+        default=options.DEFAULT_MAX_CLIENTS,
         metavar="N",
         help=f"browser tabs served at once, each its own explorer of ~100 MB "
-        f"(default {DEFAULT_MAX_CLIENTS})",
+        f"(default {options.DEFAULT_MAX_CLIENTS})",
     )
     p.add_argument("--keymap", type=Path, metavar="FILE", help="your keys, as for explore")
     p.add_argument(

@@ -9,6 +9,7 @@ from pathlib import Path
 FORMATS = ("table", "csv", "json")
 DEFAULT_WIDTH = 60
 FULL = 1 << 30  # --full-names: no cell is shortened
+DEFAULT_MAX_CLIENTS = 4  # serve: each browser tab runs its own explorer process (~100 MB)
 
 
 def database(p: argparse.ArgumentParser) -> None:

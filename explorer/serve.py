@@ -21,7 +21,8 @@ import tracegraph
 from tracegraph.ingest.errors import TracegraphError
 
 from .keymap import load_keymap
-from .serve_access import DEFAULT_MAX_CLIENTS, Access, is_loopback
+from .options import DEFAULT_MAX_CLIENTS
+from .serve_access import Access, is_loopback
 
 EXTRA_HINT = "pip install 'tracegraph[serve]'"
 

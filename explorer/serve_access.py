@@ -21,7 +21,6 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-DEFAULT_MAX_CLIENTS = 4  # each browser tab runs its own explorer process (~100 MB)
 LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
 
 
