@@ -91,7 +91,8 @@ class _VersionAction(argparse.Action):
     """--version: the version is read (package metadata, ~40 ms) only when asked."""
 
     def __call__(self, parser: argparse.ArgumentParser, *args: object) -> NoReturn:
-        parser.exit(0, f"tracegraph {_version()}\n")
+        print(f"tracegraph {_version()}")
+        parser.exit(0)
 
 
 def _version() -> str:
