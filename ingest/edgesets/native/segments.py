@@ -19,6 +19,7 @@ their own).
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -384,60 +385,100 @@ class _Nesting:
         self.meaningful = ~c.name.contains(STEP_ANNOTATION + "#") & (
             ~self.python | c.name.contains(MODULE_FRAME)
         )
-        # as lists for the walks up the nesting, one path edge at a time (numpy's scalar
-        # indexing costs ~10x a list's)
-        self._ts, self._end, self._parent = ts_l, end_l, self.parent.tolist()
+        # Python lists and caches for the per-edge lookups below (a path has one per edge, up
+        # to ~10^5 a step; numpy's scalar indexing costs ~10x a list's)
+        self._tid = c.tid.tolist()
         self._node_time = self.node_time.tolist()
+        self._ts, self._end, self._parent = ts_l, end_l, self.parent.tolist()
         self._meaningful, self._python = self.meaningful.tolist(), self.python.tolist()
+        self._thread_rows = {t: rows.tolist() for t, rows in self.by_thread.items()}
+        self._thread_ts = {t: ts.tolist() for t, ts in self.ts_by_thread.items()}
+        self._frame_rows = {t: rows.tolist() for t, rows in self.python_by_thread.items()}
+        self._frame_ts = {t: ts.tolist() for t, ts in self.python_ts.items()}
+        self._chains: dict[int, tuple[tuple[int, int], ...]] = {-1: ()}
+        self._frames: dict[int, int] = {-1: -1}
+        self._labels: dict[int, str] = {}
+
+    def _innermost(self, row: int, a: int, b: int) -> int:
+        """The innermost row of `row`'s thread that contains the nodes' times [a, b], -1 if
+        none: from the last range to start by a, up its parents to the first that lasts to b
+        (a parent contains its children, so every one above it contains [a, b] too)."""
+        thread = self._tid[row]
+        rows = self._thread_rows.get(thread)
+        if rows is None:
+            return -1
+        at = bisect_right(self._thread_ts[thread], self._node_time[a]) - 1
+        if at < 0:
+            return -1
+        x, tb, end, parent = rows[at], self._node_time[b], self._end, self._parent
+        while x >= 0 and end[x] < tb:
+            x = parent[x]
+        return x
 
     def enclosing(self, row: int, a: int, b: int) -> list[int]:
         """Rows of `row`'s thread that contain the nodes' times [a, b], innermost first."""
-        thread = int(self.tid[row])
-        rows = self.by_thread.get(thread)
-        if rows is None:
-            return []
-        ta, tb = self._node_time[a], self._node_time[b]
-        at = int(np.searchsorted(self.ts_by_thread[thread], ta, side="right")) - 1
-        out = []
-        r = int(rows[at]) if at >= 0 else -1
-        ts, end, parent = self._ts, self._end, self._parent
-        while r >= 0:
-            if ts[r] <= ta and end[r] >= tb:
-                out.append(r)
-            r = parent[r]
+        out, x = [], self._innermost(row, a, b)
+        while x >= 0:
+            out.append(x)
+            x = self._parent[x]
         return out
 
     def chain(self, row: int, a: int, b: int) -> tuple[tuple[int, int], ...]:
         """The meaningful ranges over nodes [a, b] on `row`'s thread, outermost first."""
-        rows = self.enclosing(row, a, b)
-        return tuple((self.index, r) for r in reversed(rows) if self._meaningful[r])
+        return self._chain(self._innermost(row, a, b))
+
+    def _chain(self, x: int) -> tuple[tuple[int, int], ...]:
+        """The meaningful ranges of x and its parents, outermost first (each row's once)."""
+        if x not in self._chains:
+            up = [x]  # x and the parents above it not yet known, then filled top down
+            while self._parent[up[-1]] not in self._chains:
+                up.append(self._parent[up[-1]])
+            for y in reversed(up):
+                above = self._chains[self._parent[y]]
+                self._chains[y] = above + ((self.index, y),) if self._meaningful[y] else above
+        return self._chains[x]
+
+    def _frame(self, x: int) -> int:
+        """The innermost python frame (not a module's) of x and its parents, -1 if none."""
+        if x not in self._frames:
+            up = [x]
+            while self._parent[up[-1]] not in self._frames:
+                up.append(self._parent[up[-1]])
+            for y in reversed(up):
+                own = self._python[y] and not self._meaningful[y]
+                self._frames[y] = y if own else self._frames[self._parent[y]]
+        return self._frames[x]
 
     def owner(self, rank: int, row: int, a: int, b: int) -> Owner:
-        rows = self.enclosing(row, a, b)
-        chain = tuple((self.index, r) for r in reversed(rows) if self._meaningful[r])
+        x = self._innermost(row, a, b)
+        chain = self._chain(x)
         frame = self._python_within(row, a, b)
         if frame < 0:
-            python = [r for r in rows if self._python[r] and not self._meaningful[r]]
-            frame = python[0] if python else -1
+            frame = self._frame(x)
         if frame < 0:
             return Owner(rank, chain, NO_OP)
-        return Owner(rank, chain, readable(self.clip.name.at(frame)), (self.index, frame))
+        return Owner(rank, chain, self._label(frame), (self.index, frame))
+
+    def _label(self, frame: int) -> str:
+        if frame not in self._labels:
+            self._labels[frame] = readable(self.clip.name.at(frame))
+        return self._labels[frame]
 
     def _python_within(self, row: int, a: int, b: int) -> int:
         """The python frame inside the nodes' times [a, b] on `row`'s thread that covers most
         of it (a `gc.collect()` between two ops), -1 if none."""
-        thread = int(self.tid[row])
-        rows = self.python_by_thread.get(thread)
+        thread = self._tid[row]
+        rows = self._frame_rows.get(thread)
         if rows is None or b <= a:
             return -1
         ta, tb = self._node_time[a], self._node_time[b]
-        lo, hi = np.searchsorted(self.python_ts[thread], (ta, tb), side="left").tolist()
-        cand = rows[lo:hi]
-        if len(cand) == 0:
-            return -1
-        overlap = np.minimum(self.end[cand], tb) - self.ts[cand]
-        best = int(np.argmax(overlap))
-        return int(cand[best]) if overlap[best] > 0 else -1
+        starts = self._frame_ts[thread]
+        best, most = -1, 0
+        for i in range(bisect_left(starts, ta), bisect_left(starts, tb)):
+            overlap = min(self._end[rows[i]], tb) - starts[i]
+            if overlap > most:  # the first of equals, as before
+                best, most = rows[i], overlap
+        return best
 
     def launch_chain(self, gpu_row: int) -> tuple[tuple[int, int], ...]:
         """The chain of the call that launched a GPU row, the call included."""
