@@ -46,7 +46,7 @@ def step_graphs(built: BuiltRun, step: int | None = None) -> list[_Step]:
         number = _number(p.step)
         if p.graph is not None and (step is None or number == step):
             index = {g.rank: i for i, g in enumerate(p.graph.graphs)}
-            out.append(_Step(number, p.graph, Savings(p.graph), index))
+            out.append(_Step(number, p.graph, Savings(p.graph, p.path_edges), index))
     for b in built.builds:
         for w in b.windows:
             label = w.step or w.window.label()
@@ -54,7 +54,7 @@ def step_graphs(built: BuiltRun, step: int | None = None) -> list[_Step]:
             if w.graph is None or label in joined or (step is not None and number != step):
                 continue
             graph = StepGraph.of_window(label, w.graph)
-            out.append(_Step(number, graph, Savings(graph), {b.rank: 0}))
+            out.append(_Step(number, graph, Savings(graph, w.graph.path.edges), {b.rank: 0}))
     return out
 
 

@@ -25,10 +25,14 @@ from .step_graph import StepGraph
 class Savings:
     """One step graph's path length with pieces of work taken out."""
 
-    def __init__(self, graph: StepGraph) -> None:
+    def __init__(self, graph: StepGraph, path: np.ndarray | None = None) -> None:
+        """`path`: the graph's critical path (edge indices), where the caller has it: work off
+        it saves nothing (the path keeps its length), so no what-if runs for that work."""
         self.graph = graph
         self._lengths = graph.lengths()
         self.length = self._lengths.length(graph.weight)
+        longest = path is not None and int(graph.weight[path].sum()) == self.length
+        self._path = path if longest else None
         g = graph
         owner = g.graph_of(g.src)
         self._same = owner == g.graph_of(g.dst)
@@ -38,13 +42,15 @@ class Savings:
 
     def of_edges(self, edges: np.ndarray) -> int:
         """Saving with these edges (indices) weighing nothing."""
+        if self._path is not None and not np.isin(edges, self._path).any():
+            return 0
         weight = self.graph.weight.copy()
         weight[edges] = 0
         return self.length - self._lengths.length(weight)
 
     def of_cut(self, cut: np.ndarray) -> int:
         """Saving with each edge's weight less `cut` (never below 0)."""
-        if not cut.any():
+        if not cut.any() or (self._path is not None and not cut[self._path].any()):
             return 0
         return self.length - self._lengths.length(np.maximum(self.graph.weight - cut, 0))
 

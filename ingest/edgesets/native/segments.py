@@ -501,7 +501,8 @@ def step_segments(
     total = int(graph.weight[path].sum())
     if total <= 0:
         return segments
-    return with_savings(segments, Savings(graph), path, max(1, int(total * SAVING_SHARE)), depth)
+    savings = Savings(graph, path)
+    return with_savings(segments, savings, path, max(1, int(total * SAVING_SHARE)), depth)
 
 
 def hotspot(
