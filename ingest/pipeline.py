@@ -131,7 +131,7 @@ def _ingest(
 ) -> IngestResult:
     found = _sources(paths, options.recursive)
     report = progress or (lambda stage, done, total: None)
-    run = options.run or _default_run_name(paths, [s.path for s in found])
+    run = options.run or default_run_name(paths, [s.path for s in found])
     files: list[Path] = []  # the files ingested, filled as they are parsed
     work: list[FileWork] = []
     skipped: list[tuple[str, str]] = []
@@ -330,7 +330,7 @@ def _rank_traces(
     report("ingest", len(found), len(found))
 
 
-def _default_run_name(paths: Sequence[Path], files: list[Path]) -> str:
+def default_run_name(paths: Sequence[Path], files: list[Path]) -> str:
     """A folder named alone gives its name; else one file its name, several their folder's."""
     if len(paths) == 1 and paths[0].is_dir():
         return paths[0].resolve().name or "run"

@@ -5,9 +5,10 @@ the next ones no ingest.
 Without a database named, each set of traces gets its own in the cache
 ($XDG_CACHE_HOME or ~/.cache)/tracegraph/traces/KEY/traces.kuzu, KEY a hash of every file's path,
 size, modification time and first MiB: a changed file is another key, so it is ingested again.
-The cache keeps the `CACHE_KEEP` sets used last. In a database the caller names, a run is reused
-when it was ingested from the same files (its `sources`) after each last changed; else the run of
-that name is ingested again, replacing the old one in the same all-or-nothing write.
+The cache keeps the `CACHE_KEEP` sets used last. In a database the caller names, the run (`--run`,
+else the default name) is reused when it was ingested from the same files (its `sources`) after
+each last changed; an older ingest of those files is replaced in the same all-or-nothing write; a
+run of that name from none of them is an error (another job's run is never replaced unasked).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from .checksums import new_hash
 from .errors import TracegraphError
-from .pipeline import IngestOptions, IngestResult, ingest, trace_files
+from .pipeline import IngestOptions, IngestResult, default_run_name, ingest, trace_files
 
 HEAD_BYTES = 1 << 20
 CACHE_KEEP = 8
@@ -68,6 +69,7 @@ def ingested(
     """The database holding the trace files or folders `paths` (ingested now unless already
     there): `db`, else the cache's database for exactly these files."""
     files = trace_files(paths)
+    name = run or default_run_name(paths, files)
     if db is None:
         root = cache_root or default_cache_root()
         folder = root / fingerprint(files)[:32]
@@ -75,48 +77,62 @@ def ingested(
         os.utime(folder)  # used now: the last to be pruned
         _prune(root, keep=folder)
         db = folder / CACHED_DB
-    held = held_run(db, files, run)
+        # a database of the cache holds these very files (its key says so): its run is theirs
+        held = next((r["name"] for r in _runs(db) if r["name"] == name), None)
+    else:
+        held = held_run(db, files, name)
     if held is not None:
         return Ingested(db, held, None)
-    result = ingest(list(paths), db, IngestOptions(run=run, replace=True), progress)
+    result = ingest(list(paths), db, IngestOptions(run=name, replace=True), progress)
     return Ingested(db, result.run, result)
 
 
-def held_run(db: Path, files: Sequence[Path], run: str | None = None) -> str | None:
-    """The run of `db` (named `run`, or any) ingested from exactly `files` after each last
-    changed; None when there is none (or no database)."""
+def held_run(db: Path, files: Sequence[Path], run: str) -> str | None:
+    """`run` when `db` holds it ingested from exactly `files` after each last changed (or had
+    its status changed: a copy that keeps the old modification time still changes that);
+    None when it holds no run of that name, or an older ingest of these files (some changed,
+    added or removed since) that is to be replaced. A run of that name from none of these files
+    is an error: replacing it would lose another job's run."""
+    rows = [r for r in _runs(db) if r["name"] == run]
+    if not rows:
+        return None
+    sources = json.loads(rows[0]["sources"] or "[]")
+    wanted = [str(f) for f in files]  # as the ingest records them
+    if sources and not set(sources) & set(wanted):  # no file in common: another job's run
+        raise TracegraphError(
+            f"{db}: run '{run}' holds other trace files; choose another name with --run"
+        )
+    changed = max((max(f.stat().st_mtime, f.stat().st_ctime) for f in files), default=0.0)
+    if sources == wanted and datetime.fromisoformat(rows[0]["at"]).timestamp() > changed:
+        return run
+    return None  # the same files, changed since or some skipped: ingested again
+
+
+def _runs(db: Path) -> list[dict[str, str]]:
+    """Each run's name, sources and ingest time; none where there is no database yet."""
     from .store import GraphStore
 
     if not db.is_file() or db.stat().st_size == 0:
-        return None
-    wanted = [str(f.resolve()) for f in files]
-    changed = max((f.stat().st_mtime for f in files), default=0.0)
+        return []
     store = GraphStore(db, read_only=True)
     try:
-        rows = store.run(
-            "MATCH (r:Run) RETURN r.name AS name, r.sources AS sources, "
-            "r.ingested_at AS at ORDER BY r.run_idx"
+        return store.run(
+            "MATCH (r:Run) RETURN r.name AS name, r.sources AS sources, r.ingested_at AS at"
         ).table.to_pylist()
     except TracegraphError:
-        return None  # not a tracegraph database yet: the ingest says what is wrong with it
+        return []  # not a tracegraph database yet: the ingest says what is wrong with it
     finally:
         store.close()
-    for row in rows:
-        if run is not None and row["name"] != run:
-            continue
-        if json.loads(row["sources"] or "[]") != wanted:
-            continue
-        if datetime.fromisoformat(row["at"]).timestamp() > changed:
-            return str(row["name"])
-    return None
 
 
 def _prune(root: Path, keep: Path) -> None:
     """Remove the cached databases beyond the CACHE_KEEP used last (never `keep`)."""
-    folders = sorted(
-        (p for p in root.iterdir() if p.is_dir() and p != keep),
-        key=lambda p: p.stat().st_mtime,
-        reverse=True,
-    )
-    for stale in folders[CACHE_KEEP - 1 :]:
+    used: list[tuple[float, Path]] = []
+    for p in root.iterdir():
+        try:
+            if p.is_dir() and p != keep:
+                used.append((p.stat().st_mtime, p))
+        except OSError:  # removed meanwhile by another command's pruning
+            continue
+    for _, stale in sorted(used, reverse=True)[CACHE_KEEP - 1 :]:
         shutil.rmtree(stale, ignore_errors=True)

@@ -40,7 +40,7 @@ def demo_command(args: argparse.Namespace) -> int:
         native = graph.edges(run="demo", all_steps=True, progress=progress)
     assert isinstance(native, NativeEdgeSetResult)
     if not args.no_tui:
-        return explore_command(argparse.Namespace(db=args.db))
+        return explore_command(argparse.Namespace(db=args.db, keymap=None, served=False))
     print()
     info_command(argparse.Namespace(db=args.db, format="table"))
     with open_reading(args.db) as store:

@@ -16,9 +16,9 @@ from .traces import resolve_database
 
 
 def report_command(args: argparse.Namespace) -> int:
-    if args.top < 1:
+    if args.compare is None and args.top < 1:
         raise TracegraphError(f"--top {args.top}: name at least one kernel per type")
-    if args.table is not None and args.format != "csv":
+    if args.compare is None and args.table is not None and args.format != "csv":
         raise TracegraphError("--table: only with --format csv (table and json show them all)")
     resolve_database(args)
     if args.compare is not None:

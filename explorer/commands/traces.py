@@ -37,6 +37,8 @@ def resolve_database(args: argparse.Namespace) -> None:
     if done.result is None:
         print(f"tracegraph: run '{done.run}' of {done.db} holds these traces", file=sys.stderr)
     else:
+        for name, why in done.result.skipped:
+            print(f"tracegraph: skipped {name}: {why}", file=sys.stderr)
         with redirect_stdout(sys.stderr):  # the ingest's summary is progress, not the answer
             print_ingest(done.result, done.db)
     args.db, args.run = done.db, done.run

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tracegraph.ingest import reuse
-from tracegraph.ingest.errors import TraceFormatError
+from tracegraph.ingest.errors import TraceFormatError, TracegraphError
 from tracegraph.ingest.reuse import ingested
 from tracegraph.ingest.store import GraphStore
 
@@ -69,6 +69,28 @@ def test_a_named_database_reuses_or_replaces_its_run(job: Path, tmp_path: Path) 
     assert name == "job" and after > before
     other = ingested([job], db, run="other")  # another name: a run of its own
     assert other.result is not None and sorted(n for n, _ in runs_of(db)) == ["job", "other"]
+
+
+def test_another_jobs_run_of_the_same_name_is_never_replaced(job: Path, tmp_path: Path) -> None:
+    db = tmp_path / "mine.kuzu"
+    ingested([job], db)
+    before = runs_of(db)
+    other = tmp_path / "elsewhere" / "job"  # another job, the same folder name
+    other.mkdir(parents=True)
+    shutil.copy2(trace("cpu_ddp_2r_faults/rank0.step6.pt.trace.json.gz"), other)
+    with pytest.raises(TracegraphError, match="run 'job' holds other trace files"):
+        ingested([other], db)
+    assert runs_of(db) == before
+    assert ingested([other], db, run="faults").result is not None
+
+
+def test_a_folder_with_json_that_is_no_trace_is_reused_from_the_cache(
+    job: Path, tmp_path: Path
+) -> None:
+    (job / "meta.json").write_text('{"world_size": 2}')  # skipped by the ingest
+    first = ingested([job], cache_root=tmp_path / "cache")
+    assert first.result is not None and [n for n, _ in first.result.skipped] == ["meta.json"]
+    assert ingested([job], cache_root=tmp_path / "cache").result is None
 
 
 def test_the_cache_keeps_the_sets_used_last(
