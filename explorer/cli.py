@@ -48,7 +48,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(_handler(args.handler)(args) or 0)
     except TracegraphError as exc:
-        db = getattr(args, "db", None)
+        db = _database_named(args)
         # a build refused because ranks gave nothing: first what each of them gave, one line each
         for line in getattr(exc, "rank_lines", ()):
             print(f"tracegraph: error: {_error_line(TracegraphError(line), db)}", file=sys.stderr)
@@ -65,6 +65,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # the reader (e.g. `| head`) went away: stop quietly, as other CLI tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+
+
+def _database_named(args: argparse.Namespace) -> Path | None:
+    """The database an error is about: the command's (once `commands/traces.py` has set it), or
+    the one path it was given."""
+    db = getattr(args, "db", None)
+    inputs = getattr(args, "inputs", None)
+    if db is None and inputs is not None and len(inputs) == 1:
+        return Path(inputs[0])
+    return db if db is None else Path(db)
 
 
 def _error_line(exc: Exception, db: Path | None) -> str:
