@@ -28,6 +28,9 @@ from .pipeline import IngestOptions, IngestResult, default_run_name, ingest, tra
 HEAD_BYTES = 1 << 20
 CACHE_KEEP = 8
 CACHED_DB = "traces.kuzu"
+# a file whose modification time is the set's last use (the folder's own changes whenever the
+# database writes inside it, even after its command is done)
+USED = "used"
 
 Progress = Callable[[str, int, int], None]
 
@@ -74,7 +77,7 @@ def ingested(
         root = cache_root or default_cache_root()
         folder = root / fingerprint(files)[:32]
         folder.mkdir(parents=True, exist_ok=True)
-        os.utime(folder)  # used now: the last to be pruned
+        (folder / USED).touch()  # used now: the last to be pruned
         _prune(root, keep=folder)
         db = folder / CACHED_DB
         # a database of the cache holds these very files (its key says so): its run is theirs
@@ -131,7 +134,7 @@ def _prune(root: Path, keep: Path) -> None:
     for p in root.iterdir():
         try:
             if p.is_dir() and p != keep:
-                used.append((p.stat().st_mtime, p))
+                used.append(((p / USED).stat().st_mtime if (p / USED).exists() else 0.0, p))
         except OSError:  # removed meanwhile by another command's pruning
             continue
     for _, stale in sorted(used, reverse=True)[CACHE_KEEP - 1 :]:
