@@ -254,9 +254,8 @@ class Graph:
         each would save: across ranks, or `rank`'s own (see queries/path.py)."""
         from .queries.path import step_stories
 
-        with self.reading():
-            pass  # a path that holds no tracegraph database: the readers' one line
-        return step_stories(self.path, run=run, step=step, rank=rank, depth=depth)
+        with self.reading() as store:
+            return step_stories(self.path, run=run, step=step, rank=rank, depth=depth, store=store)
 
     def dependencies(
         self, edge_set: str, *, run: str | None = None, rank: int | None = None

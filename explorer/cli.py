@@ -345,7 +345,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--table",
         choices=REPORT_TABLES,
-        help="with --format csv: the table to print (default findings)",
+        help="with --format csv: the table to print (default findings; kernels and ops: "
+        "with --compare, whose tables are steps, kernels and ops)",
     )
     p.set_defaults(handler="report")
 

@@ -26,6 +26,9 @@ TOOL_VERSION = "0.1.0"
 TRACE_SUFFIXES = (".json", ".json.gz")
 
 Progress = Callable[[str, int, int], None]
+# called with the ingest's result and the open (staging) store, once the run is loaded and its
+# archive in place, before the write commits: an answer printed before the database is written
+Answer = Callable[["IngestResult", GraphStore], None]
 
 
 @dataclass(frozen=True)
@@ -114,20 +117,27 @@ def ingest(
     db: Path,
     options: IngestOptions = IngestOptions(),
     progress: Progress | None = None,
+    answer: Answer | None = None,
 ) -> IngestResult:
     """Ingest trace files (per rank or merged) as one run; all or nothing.
 
     A folder gives the trace files in it (in its subfolders too with `options.recursive`); one
     of those that is JSON but no trace (e.g. a run's metadata) is skipped and listed in the
     result's `skipped`. A file named itself must be a trace, and each folder must give one.
-    What each stage frees goes back to the system before the next (`memory`).
+    What each stage frees goes back to the system before the next (`memory`). `answer` is
+    called with the result and the store holding the run before the write commits (an error
+    it raises leaves the database as it was).
     """
     with returning_memory():
-        return _ingest(list(paths), db, options, progress)
+        return _ingest(list(paths), db, options, progress, answer)
 
 
 def _ingest(
-    paths: list[Path], db: Path, options: IngestOptions, progress: Progress | None
+    paths: list[Path],
+    db: Path,
+    options: IngestOptions,
+    progress: Progress | None,
+    answer: Answer | None,
 ) -> IngestResult:
     found = _sources(paths, options.recursive)
     report = progress or (lambda stage, done, total: None)
@@ -170,6 +180,10 @@ def _ingest(
                 store, _archived(prepared, writer), run, run_idx, files, ingested_at, writer.seal
             )
             writer.finish(ingested_at)  # in place before the database that names it
+            dropped = _dropped_events(result.ranks)
+            result = replace(result, skipped=(*skipped, *dropped), work=tuple(work))
+            if answer is not None:
+                answer(result, store)
     except BaseException:
         # now, not when the traceback goes: removes a spill folder, terminates the workers
         for stream in (prepared, traces):
@@ -180,7 +194,7 @@ def _ingest(
         raise
     if replaced is not None:
         shutil.rmtree(replaced, ignore_errors=True)
-    return replace(result, skipped=(*skipped, *_dropped_events(result.ranks)), work=tuple(work))
+    return result
 
 
 def _pool(

@@ -24,6 +24,7 @@ from pathlib import Path
 from .checksums import new_hash
 from .errors import TracegraphError
 from .pipeline import IngestOptions, IngestResult, default_run_name, ingest, trace_files
+from .store import GraphStore
 
 HEAD_BYTES = 1 << 20
 CACHE_KEEP = 8
@@ -68,9 +69,11 @@ def ingested(
     run: str | None = None,
     cache_root: Path | None = None,
     progress: Progress | None = None,
+    answer: Callable[[Ingested, GraphStore], None] | None = None,
 ) -> Ingested:
     """The database holding the trace files or folders `paths` (ingested now unless already
-    there): `db`, else the cache's database for exactly these files."""
+    there): `db`, else the cache's database for exactly these files. When they are ingested
+    now, `answer` is called with the open store before the write commits (see `ingest`)."""
     files = trace_files(paths)
     name = run or default_run_name(paths, files)
     if db is None:
@@ -86,7 +89,14 @@ def ingested(
         held = held_run(db, files, name)
     if held is not None:
         return Ingested(db, held, None)
-    result = ingest(list(paths), db, IngestOptions(run=name, replace=True), progress)
+    into = db
+
+    def answered(result: IngestResult, store: GraphStore) -> None:
+        assert answer is not None
+        answer(Ingested(into, result.run, result), store)
+
+    options = IngestOptions(run=name, replace=True)
+    result = ingest(list(paths), db, options, progress, answered if answer else None)
     return Ingested(db, result.run, result)
 
 
@@ -113,8 +123,6 @@ def held_run(db: Path, files: Sequence[Path], run: str) -> str | None:
 
 def _runs(db: Path) -> list[dict[str, str]]:
     """Each run's name, sources and ingest time; none where there is no database yet."""
-    from .store import GraphStore
-
     if not db.is_file() or db.stat().st_size == 0:
         return []
     store = GraphStore(db, read_only=True)

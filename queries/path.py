@@ -18,6 +18,7 @@ from tracegraph.ingest.edgesets.native.segments import DEFAULT_DEPTH, Segment, s
 from tracegraph.ingest.edgesets.native.step_graph import StepGraph
 from tracegraph.ingest.edgesets.native.window import STEP_ANNOTATION
 from tracegraph.ingest.errors import TracegraphError
+from tracegraph.ingest.store import GraphStore
 
 from .crossrank import StepVerdict
 
@@ -64,9 +65,11 @@ def step_stories(
     step: int | None = None,
     rank: int | None = None,
     depth: int = DEFAULT_DEPTH,
+    store: GraphStore | None = None,
 ) -> list[StepStory]:
-    """Every step's story (or ProfilerStep#`step`'s), across ranks or of `rank`."""
-    built = build_each_step(db, run=run)
+    """Every step's story (or ProfilerStep#`step`'s), across ranks or of `rank` (read through
+    `store` when given: the database `db` already open)."""
+    built = build_each_step(db, run=run, store=store)
     name = built.source.run
     ranks = sorted(b.rank for b in built.builds)
     if rank is not None and rank not in ranks:

@@ -18,6 +18,7 @@ from tracegraph.ingest.edgesets.native.edge_set import NativeEdgeSetResult
 from tracegraph.ingest.edgesets.native.options import NativeOptions, OptionsError, emulate
 from tracegraph.ingest.edgesets.native.report import path_summary
 from tracegraph.ingest.edgesets.records import RankOutcome
+from tracegraph.ingest.store import GraphStore
 from tracegraph.queries.catalog import INT64_MAX
 from tracegraph.queries.crossrank import StepVerdict, describe
 from tracegraph.queries.diff import (
@@ -275,11 +276,19 @@ def _compare_table(table: pa.Table) -> pa.Table:
 def path_command(args: argparse.Namespace) -> int:
     from ..path_view import write_stories
 
-    resolve_database(args)
-    stories = tracegraph.open(args.db).step_paths(
-        run=args.run, step=args.step, rank=args.rank, depth=args.depth
-    )
-    write_stories(sys.stdout, stories, args.depth, args.format)
+    def answer(store: GraphStore) -> None:  # traces ingested now: before the write commits
+        from tracegraph.queries.path import step_stories
+
+        stories = step_stories(
+            args.db, run=args.run, step=args.step, rank=args.rank, depth=args.depth, store=store
+        )
+        write_stories(sys.stdout, stories, args.depth, args.format)
+
+    if not resolve_database(args, answer):
+        stories = tracegraph.open(args.db).step_paths(
+            run=args.run, step=args.step, rank=args.rank, depth=args.depth
+        )
+        write_stories(sys.stdout, stories, args.depth, args.format)
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import TYPE_CHECKING
 
 import tracegraph
 from tracegraph.ingest.errors import TracegraphError
@@ -14,16 +15,35 @@ from ..report_view import write_comparison, write_report
 from .common import UsageError, write_json, write_text
 from .traces import resolve_database
 
+COMPARE_ONLY = ("kernels", "ops")  # tables of `--compare` alone (its steps table is its own)
+
+if TYPE_CHECKING:
+    from tracegraph.ingest.store import GraphStore
+
 
 def report_command(args: argparse.Namespace) -> int:
     if args.compare is None and args.top < 1:
         raise TracegraphError(f"--top {args.top}: name at least one kernel per type")
     if args.compare is None and args.table is not None and args.format != "csv":
         raise TracegraphError("--table: only with --format csv (table and json show them all)")
-    resolve_database(args)
+    if args.compare is None and args.table in COMPARE_ONLY:
+        raise TracegraphError(f"--table {args.table}: only with --compare OTHER_RUN")
     if args.compare is not None:
+        resolve_database(args)
         return _compare(args)
-    report = tracegraph.open(args.db).report(
+    # traces ingested now are reported from the store that loads them, before it commits
+    if not resolve_database(args, lambda store: _report(args, store)):
+        with tracegraph.open(args.db).reading() as store:
+            _report(args, store)
+    return 0
+
+
+def _report(args: argparse.Namespace, store: GraphStore) -> None:
+    from tracegraph.queries.report import build_report
+
+    report = build_report(
+        args.db,
+        store,
         args.run,
         ranks=args.rank,
         step=args.step,
@@ -36,7 +56,6 @@ def report_command(args: argparse.Namespace) -> int:
         write_text(args.html, report_html(report, str(args.db)))
         print(f"wrote {args.html}", file=sys.stderr)
     write_report(sys.stdout, report, args.db, args.format, args.table, options.max_width(args))
-    return 0
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from contextlib import redirect_stdout
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracegraph.ingest.pipeline import TRACE_SUFFIXES
 
 from ..progress import stderr_progress
 from .common import UsageError
 from .store import print_ingest
+
+if TYPE_CHECKING:
+    from tracegraph.ingest.reuse import Ingested
+    from tracegraph.ingest.store import GraphStore
 
 
 def names_traces(paths: list[Path]) -> bool:
@@ -21,24 +27,53 @@ def names_traces(paths: list[Path]) -> bool:
     return len(paths) > 1 or paths[0].is_dir() or paths[0].name.endswith(TRACE_SUFFIXES)
 
 
-def resolve_database(args: argparse.Namespace) -> None:
+def resolve_database(
+    args: argparse.Namespace, answer: Callable[[GraphStore], None] | None = None
+) -> bool:
     """Set `args.db` (and `args.run`) from `args.inputs`: the database named, or the database
-    holding the traces named (`--db`, else the cache's), ingesting them if it does not yet."""
+    holding the traces named (`--db`, else the cache's), ingesting them if it does not yet.
+
+    When they are ingested now and `answer` is given, it is called with the store holding
+    them before the database write commits (the answer printed first, the command still
+    exiting only once the write is done), and True returned; else False."""
     inputs: list[Path] = args.inputs
     if not names_traces(inputs):
         if args.into is not None:
             raise UsageError(f"--db {args.into}: only with trace files or folders")
         args.db = inputs[0]
-        return
+        return False
     from tracegraph.ingest.reuse import ingested
 
+    answered = False
+
+    def ingested_now(done: Ingested, store: GraphStore) -> None:
+        nonlocal answered
+        _say_ingested(done)
+        args.db, args.run = done.db, done.run
+        assert answer is not None
+        answer(store)
+        sys.stdout.flush()  # the answer is out before the write commits
+        answered = True
+
     with stderr_progress() as progress:
-        done = ingested(inputs, args.into, run=args.run, progress=progress)
+        done = ingested(
+            inputs,
+            args.into,
+            run=args.run,
+            progress=progress,
+            answer=ingested_now if answer is not None else None,
+        )
     if done.result is None:
         print(f"tracegraph: run '{done.run}' of {done.db} holds these traces", file=sys.stderr)
-    else:
-        for name, why in done.result.skipped:
-            print(f"tracegraph: skipped {name}: {why}", file=sys.stderr)
-        with redirect_stdout(sys.stderr):  # the ingest's summary is progress, not the answer
-            print_ingest(done.result, done.db)
+    elif not answered:
+        _say_ingested(done)
     args.db, args.run = done.db, done.run
+    return answered
+
+
+def _say_ingested(done: Ingested) -> None:
+    assert done.result is not None
+    for name, why in done.result.skipped:
+        print(f"tracegraph: skipped {name}: {why}", file=sys.stderr)
+    with redirect_stdout(sys.stderr):  # the ingest's summary is progress, not the answer
+        print_ingest(done.result, done.db)

@@ -10,6 +10,7 @@ recorded arguments nothing is told.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,23 +38,34 @@ class LargeAllocations:
 NONE = LargeAllocations(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64))
 
 
-def large_allocations(store: GraphStore, run: str, rank: int, cpu: CpuEvents) -> LargeAllocations:
-    """The rank's factory calls of at least LARGE_ALLOCATION_BYTES, and their first writers."""
-    # the rank, a validated integer, is inlined: Kuzu prunes the scan for literals
+# a factory call of at least LARGE_ALLOCATION_BYTES: (ev_idx, bytes, shape)
+Allocation = tuple[int, int, list[int]]
+
+
+def factory_calls(store: GraphStore, run: str, ranks: Sequence[int]) -> dict[int, list[Allocation]]:
+    """Per rank of `ranks`, its factory calls of at least LARGE_ALLOCATION_BYTES (one query
+    for them all)."""
     table = store.run(
-        f"MATCH (o:Op) WHERE o.run = $run AND o.rank = {int(rank)} AND o.name IN $names "
-        "RETURN o.ev_idx AS ev_idx, o.args AS args",
-        {"run": run, "names": list(FACTORIES)},
+        "MATCH (o:Op) WHERE o.run = $run AND o.rank IN $ranks AND o.name IN $names "
+        "RETURN o.rank AS rank, o.ev_idx AS ev_idx, o.args AS args",
+        {"run": run, "names": list(FACTORIES), "ranks": [int(r) for r in ranks]},
     ).table
-    found: list[tuple[int, int, list[int]]] = []
-    for ev, args in zip(table["ev_idx"].to_pylist(), table["args"].to_pylist(), strict=True):
+    found: dict[int, list[Allocation]] = {int(r): [] for r in ranks}
+    columns = (table[c].to_pylist() for c in ("rank", "ev_idx", "args"))
+    for rank, ev, args in zip(*columns, strict=True):
         shape, size = _shape_and_bytes(args)
         if size >= LARGE_ALLOCATION_BYTES:
-            found.append((int(ev), size, shape))
-    if not found:
-        return NONE
-    position = {int(e): i for i, e in enumerate(cpu.ev_idx.tolist())}
-    found = [f for f in found if f[0] in position]
+            found[rank].append((int(ev), size, shape))
+    return found
+
+
+def large_allocations(
+    store: GraphStore, run: str, rank: int, cpu: CpuEvents, calls: list[Allocation]
+) -> LargeAllocations:
+    """The rank's large factory `calls` (`factory_calls`) that it made as CPU ops, and the ops
+    that first wrote them."""
+    position = {int(e): i for i, e in enumerate(cpu.ev_idx.tolist())} if calls else {}
+    found = [f for f in calls if f[0] in position]
     if not found:
         return NONE
     allocations = np.array([f[0] for f in found], np.int64)

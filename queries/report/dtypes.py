@@ -10,6 +10,7 @@ from its source's; without recorded arguments nothing can be told, and nothing i
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -41,14 +42,17 @@ def changes_dtype(args: str | None) -> bool:
     return target.isdigit() and source is not None and int(target) != source
 
 
-def dtype_casts(store: GraphStore, run: str, rank: int) -> np.ndarray:
-    """The ev_idx of the rank's `_to_copy` calls that change a dtype."""
-    # the rank, a validated integer, is inlined: Kuzu prunes the scan for literals
+def dtype_casts(store: GraphStore, run: str, ranks: Sequence[int]) -> dict[int, np.ndarray]:
+    """Per rank of `ranks`, the ev_idx of its `_to_copy` calls that change a dtype (one query
+    for them all: a query per rank costs more than the scan on a job of many ranks)."""
     table = store.run(
-        f"MATCH (o:Op) WHERE o.run = $run AND o.rank = {int(rank)} AND o.name = $name "
-        "RETURN o.ev_idx AS ev_idx, o.args AS args",
-        {"run": run, "name": TO_COPY},
+        "MATCH (o:Op) WHERE o.run = $run AND o.rank IN $ranks AND o.name = $name "
+        "RETURN o.rank AS rank, o.ev_idx AS ev_idx, o.args AS args",
+        {"run": run, "name": TO_COPY, "ranks": [int(r) for r in ranks]},
     ).table
-    ev = table["ev_idx"].to_pylist()
-    hits = [e for e, a in zip(ev, table["args"].to_pylist(), strict=True) if changes_dtype(a)]
-    return np.array(hits, np.int64)
+    hits: dict[int, list[int]] = {int(r): [] for r in ranks}
+    columns = (table[c].to_pylist() for c in ("rank", "ev_idx", "args"))
+    for rank, ev, args in zip(*columns, strict=True):
+        if changes_dtype(args):
+            hits[rank].append(ev)
+    return {rank: np.array(ev, np.int64) for rank, ev in hits.items()}

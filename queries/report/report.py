@@ -29,7 +29,7 @@ from tracegraph.ingest.store import GraphStore
 
 from . import analyses, collectives
 from .activity import exact_activity, hta_activity
-from .allocations import large_allocations
+from .allocations import factory_calls, large_allocations
 from .contract import report_json
 from .cpu import CpuEvents
 from .cpu_findings import RankEvents, cpu_findings
@@ -108,6 +108,9 @@ def build_report(
     read = hta_activity if hta_compatible else exact_activity
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in TABLES}
     found: list[Finding] = []
+    if not hta_compatible:
+        casts = dtype_casts(store, source.run, wanted)
+        factories = factory_calls(store, source.run, wanted)
     for frame_source in _rank_sources(db, store, source, wanted):
         gpu = whole = read(frame_source)
         mine = windows.get(gpu.rank, [])
@@ -128,9 +131,9 @@ def build_report(
         ids = Ids(source.run_idx, gpu.rank)
         cpu = CpuEvents.of(events)
         found += rank_findings(gpu, whole, cpu, figures, len(mine), source.run_idx)
-        casts = dtype_casts(store, source.run, gpu.rank)
-        made = large_allocations(store, source.run, gpu.rank, cpu)
-        found += cpu_findings(RankEvents(gpu.rank, cpu, whole, mine, ids, casts, made))
+        made = large_allocations(store, source.run, gpu.rank, cpu, factories[gpu.rank])
+        rank_events = RankEvents(gpu.rank, cpu, whole, mine, ids, casts[gpu.rank], made)
+        found += cpu_findings(rank_events)
     bound_by: dict[int, dict[str, object]] = {}
     if not hta_compatible:
         instances, per_rank, _ = collectives.collective_rows(
@@ -144,7 +147,7 @@ def build_report(
         # the story (what bound each step, who was late, what fixing each finding saves) is
         # the native path's, built here in memory: the same computation `path` and `edges
         # --native` show
-        built = build_each_step(db, run=source.run, depth=1)  # the report shows the top level
+        built = build_each_step(db, run=source.run, depth=1, store=store)  # top level only
         steps = step_graphs(built, step)
         paths = [p for p in built.paths if step is None or p.step == f"ProfilerStep#{step}"]
         rows["stragglers"] = _straggler_rows(paths, source.run_idx)

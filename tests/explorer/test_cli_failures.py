@@ -184,6 +184,10 @@ BAD_COMMANDS = {
         ["ingest", str(TRACES / "cpu_ddp_2r"), "--db", "{db}", "--rank-of-pid", "P=one"],
         ["--rank-of-pid P=one: expected PID=RANK"],
     ),
+    "report table of --compare alone": (
+        ["report", "{db}", "--format", "csv", "--table", "kernels"],
+        ["--table kernels: only with --compare OTHER_RUN"],
+    ),
     "kernel gap cutoff nan": (
         ["edges", "{db}", "--native", "--kernel-gap-cutoff-us", "nan"],
         ["--kernel-gap-cutoff-us nan", "finite number of µs >= 0"],

@@ -9,6 +9,8 @@ from pathlib import Path
 import pytest
 
 from tracegraph.explorer.cli import main
+from tracegraph.ingest.errors import IngestError
+from tracegraph.ingest.store import GraphStore
 
 from ..conftest import needs_traces, trace
 
@@ -69,3 +71,43 @@ def test_bad_inputs_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     code, _, err = run(capsys, "report", trace("cpu_ddp_2r"), "--top", "0")
     assert code == 2 and err.count("\n") == 1 and "--top 0" in err  # refused before the ingest
     assert not (tmp_path / "xdg").exists()
+
+
+def test_the_answer_comes_before_the_write_commits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Traces ingested now are reported from the store that loads them: the report is printed
+    before the write commits, and a write that then fails leaves the database as it was."""
+    folder = trace("cpu_ddp_2r_faults")
+    db = tmp_path / "mine.kuzu"
+    code, expected, _ = run(capsys, "report", folder, "--db", tmp_path / "ref.kuzu")
+    assert code == 0
+    printed: list[str] = []
+
+    def failing_commit(store: GraphStore) -> None:
+        printed.append(capsys.readouterr().out)  # what the user saw when the write commits
+        raise IngestError(f"{db}: writing the database failed (disk full)")
+
+    monkeypatch.setattr(GraphStore, "commit", failing_commit)
+    code, _, err = run(capsys, "report", folder, "--db", db)
+    assert code == 2 and err.endswith(
+        f"tracegraph: error: {db}: writing the database failed (disk full)\n"
+    )
+    assert printed == [expected.replace(str(tmp_path / "ref.kuzu"), str(db))]
+    assert not db.exists() and not list(tmp_path.glob("mine.kuzu.archive/run-*"))
+    monkeypatch.undo()
+    code, out, err = run(capsys, "report", folder, "--db", db)
+    assert code == 0 and "ingested run" in err  # nothing was kept: ingested again
+    assert out == printed[0]
+
+
+def test_an_answer_that_fails_leaves_no_database(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "mine.kuzu"
+    code, out, err = run(capsys, "report", trace("cpu_ddp_2r_faults"), "--db", db, "--rank", "7")
+    assert (code, out) == (2, "")
+    assert err.splitlines()[-1].startswith(
+        f"tracegraph: error: {db}: run 'cpu_ddp_2r_faults' has no rank(s) [7]"
+    )
+    assert not db.exists() and not list(tmp_path.glob("mine.kuzu.archive/run-*"))

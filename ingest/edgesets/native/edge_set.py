@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ...archive import run_archive
+from ...archive import RunArchive, run_archive
 from ...store import GraphStore
 from ..errors import EdgeSetError
 from ..records import (
@@ -160,29 +160,29 @@ def build_run(
     all_steps: bool = False,
     progress: Progress | None = None,
     depth: int = STORED_DEPTH,
+    store: GraphStore | None = None,
 ) -> BuiltRun:
     """Build every rank's window graphs of `run` and join each step's across ranks (plain
-    native options; the paths' segments `depth` levels deep), writing nothing."""
+    native options; the paths' segments `depth` levels deep), writing nothing. The run is
+    read through `store` when given (the database `db` already open), else `db` is opened."""
     options = options or NativeOptions()
     window = window or Window()
     report = progress or (lambda stage, done, total: None)
-    if not Path(db).exists():
-        raise EdgeSetError(f"{db}: no such database")
-    with GraphStore(Path(db), read_only=True) as store:
-        source = run_source(store, run)
-        run, run_idx, files, counts = source.run, source.run_idx, source.files, source.counts
-        members = collective_instances(store, run) if options.cross_rank else {}
-        hosts = rank_hosts(store, run) if options.cross_rank else {}
-        folder = run_archive(Path(db), store, run_idx)
-        pids = {}
-        if folder is None and len(set(files.values())) < len(files):
-            pids = pid_ranks(store, run_idx)
+    if store is None:
+        if not Path(db).exists():
+            raise EdgeSetError(f"{db}: no such database")
+        with GraphStore(Path(db), read_only=True) as opened:
+            inputs = _run_inputs(db, opened, run, options)
+    else:
+        inputs = _run_inputs(db, store, run, options)
+    source, members, hosts = inputs.source, inputs.members, inputs.hosts
+    files, counts = source.files, source.counts
     if not files:
-        raise EdgeSetError(f"{db}: run '{run}' has no ranks")
+        raise EdgeSetError(f"{db}: run '{source.run}' has no ranks")
     builds: list[RankBuild] = []
     stage = f"building {options.edge_set_name} edges"
     report(stage, 0, len(files))
-    for rank_source in rank_sources(Path(db), files, counts, pids, folder):
+    for rank_source in rank_sources(Path(db), files, counts, inputs.pids, inputs.folder):
         builds.append(build_rank(rank_source, options, window, all_steps))
         report(stage, len(builds), len(files))
     paths, left_out = (
@@ -193,12 +193,41 @@ def build_run(
     return BuiltRun(source, builds, paths, left_out)
 
 
-def build_each_step(db: Path, *, run: str | None = None, depth: int = STORED_DEPTH) -> BuiltRun:
+@dataclass(frozen=True)
+class _RunInputs:
+    """What building a run reads from the database: its source, collectives and hosts, its
+    archive, and (a merged file without one) which pid is which rank."""
+
+    source: RunSource
+    members: dict[int, Instance]
+    hosts: dict[int, str | None]
+    folder: RunArchive | None
+    pids: dict[int, int]
+
+
+def _run_inputs(db: Path, store: GraphStore, run: str | None, options: NativeOptions) -> _RunInputs:
+    source = run_source(store, run)
+    members = collective_instances(store, source.run) if options.cross_rank else {}
+    hosts = rank_hosts(store, source.run) if options.cross_rank else {}
+    folder = run_archive(Path(db), store, source.run_idx)
+    pids = {}
+    if folder is None and len(set(source.files.values())) < len(source.files):
+        pids = pid_ranks(store, source.run_idx)
+    return _RunInputs(source, members, hosts, folder, pids)
+
+
+def build_each_step(
+    db: Path,
+    *,
+    run: str | None = None,
+    depth: int = STORED_DEPTH,
+    store: GraphStore | None = None,
+) -> BuiltRun:
     """`build_run` over every ProfilerStep; a run without any: over the whole trace."""
-    built = build_run(db, run=run, all_steps=True, depth=depth)
+    built = build_run(db, run=run, all_steps=True, depth=depth, store=store)
     if any(w.ok for b in built.builds for w in b.windows):
         return built
-    return build_run(db, run=run, depth=depth)
+    return build_run(db, run=run, depth=depth, store=store)
 
 
 def _cross_rank(
