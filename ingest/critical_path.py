@@ -88,24 +88,25 @@ class _Dag:
         self.up_edge = np.full(n, -1, np.int64)
         self.up_edge[dst[single[dst]]] = np.nonzero(single[dst])[0]
         self.junctions = np.nonzero(indeg >= 2)[0]
-        self.anchor, hops = self._compress()
+        self.has_up = self.up_edge >= 0
+        self.anchor, self.jumps = self._compress()
         self.junction_order = self._junction_order()
 
-    def _compress(self) -> tuple[np.ndarray, np.ndarray]:
-        """Nearest junction-or-source above every node along single incoming edges."""
-        n = self.n
-        anchor = np.arange(n)
-        has_up = self.up_edge >= 0
-        anchor[has_up] = self.src[self.up_edge[has_up]]
-        hops = has_up.astype(np.int64)
+    def _compress(self) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
+        """Nearest junction-or-source above every node along single incoming edges, by pointer
+        jumping; and each jump's (nodes that moved, where from): what sums a weighting's
+        offsets along the chains in the same jumps (`distances`)."""
+        anchor = np.arange(self.n)
+        anchor[self.has_up] = self.src[self.up_edge[self.has_up]]
         stop = self.indeg != 1
+        jumps: list[tuple[np.ndarray, np.ndarray]] = []
         for _ in range(64):
-            moving = ~stop[anchor]
-            if not moving.any():
-                return anchor, hops
-            nxt = anchor[anchor]
-            hops = np.where(moving, hops + hops[anchor], hops)
-            anchor = np.where(moving, nxt, anchor)
+            moving = np.nonzero(~stop[anchor])[0]
+            if len(moving) == 0:
+                return anchor, jumps
+            above = anchor[moving]
+            jumps.append((moving, above))
+            anchor[moving] = anchor[above]
         raise CycleError("the dependency graph has a cycle")
 
     def _junction_order(self) -> list[int]:
@@ -143,18 +144,12 @@ class _Dag:
     def distances(self, weight: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Longest distance to every node and the edge it came by (-1 at path starts)."""
         n = self.n
-        off = np.zeros(n, np.int64)
-        has_up = self.up_edge >= 0
+        off = np.zeros(n, np.int64)  # distance from the node's anchor
+        has_up = self.has_up
         off[has_up] = weight[self.up_edge[has_up]]
-        anchor = np.arange(n)
-        anchor[has_up] = self.src[self.up_edge[has_up]]
-        stop = self.indeg != 1
-        while True:
-            moving = ~stop[anchor]
-            if not moving.any():
-                break
-            off = np.where(moving, off + off[anchor], off)
-            anchor = np.where(moving, anchor[anchor], anchor)
+        for moving, above in self.jumps:
+            off[moving] += off[above]  # the right side is read whole before any is written
+        anchor = self.anchor
         base = np.zeros(n, np.int64)  # distance of junctions (sources stay 0)
         best_edge = np.where(has_up, self.up_edge, -1)
         if self.junction_order:
