@@ -276,7 +276,7 @@ def _compare_table(table: pa.Table) -> pa.Table:
 def path_command(args: argparse.Namespace) -> int:
     from ..path_view import write_stories
 
-    def answer(store: GraphStore) -> None:  # traces ingested now: before the write commits
+    def answer(store: GraphStore) -> None:
         from tracegraph.queries.path import step_stories
 
         stories = step_stories(
@@ -284,11 +284,10 @@ def path_command(args: argparse.Namespace) -> int:
         )
         write_stories(sys.stdout, stories, args.depth, args.format)
 
+    # traces ingested now are answered from the store that loads them, before it commits
     if not resolve_database(args, answer):
-        stories = tracegraph.open(args.db).step_paths(
-            run=args.run, step=args.step, rank=args.rank, depth=args.depth
-        )
-        write_stories(sys.stdout, stories, args.depth, args.format)
+        with tracegraph.open(args.db).reading() as store:
+            answer(store)
     return 0
 
 
