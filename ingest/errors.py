@@ -28,5 +28,9 @@ class IngestError(TracegraphError):
     """An ingest that cannot proceed (bad arguments, clashing run, locked database)."""
 
 
+class DatabaseBusy(IngestError):
+    """Another process holds the database's write lock."""
+
+
 class UnknownRunError(IngestError, LookupError):
     """A run the database does not hold, or none named where it holds several."""

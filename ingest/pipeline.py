@@ -13,8 +13,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from . import archive, collectives, schema
+from .batch import LoadBatch
 from .errors import IngestError, TraceFormatError
-from .memory import mapped_blocks, release_freed, returning_memory
+from .memory import returning_memory
 from .parallel import FilePool, FileWork, ProcessFilePool, json_size, prepare_in_parallel
 from .parse import DROP_REASONS, ParseOptions, RankTrace
 from .prepare import PreparedRank, RankSummary, prepare_rank
@@ -162,7 +163,8 @@ def _ingest(
                 replaced = run_folder_of(db, store, run)
                 remove_run(store, run)  # the new run takes its place in the same write
             run_idx = _claim_run(store, run, db)
-            if _json_bytes(found) >= PAUSE_FROM_BYTES:
+            large = _json_bytes(found) >= LARGE_FROM_BYTES
+            if large:
                 store.commit_and_pause()  # reopened by the first load: closed while ranks parse
             # The edge-set builders' inputs, archived with the run: no later command reads the
             # traces again.
@@ -176,9 +178,14 @@ def _ingest(
             else:
                 traces = _rank_traces(found, parse_options, report, seen)
                 prepared = _prepared(traces, run, run_idx, writer.add)
-            result = _load(
-                store, _archived(prepared, writer), run, run_idx, files, ingested_at, writer.seal
-            )
+            batch = LoadBatch(store, spill_at if large else None)
+            try:
+                result = _load(
+                    batch, _archived(prepared, writer), run, run_idx, files, ingested_at,
+                    writer.seal,
+                )  # fmt: skip
+            finally:
+                batch.close()
             writer.finish(ingested_at)  # in place before the database that names it
             dropped = _dropped_events(result.ranks)
             result = replace(result, skipped=(*skipped, *dropped), work=tuple(work))
@@ -212,9 +219,10 @@ def _pool(
     return ProcessFilePool(jobs, *archive) if jobs > 1 else None
 
 
-# From this much JSON on, the database is closed while the first ranks are prepared: an open
-# Kuzu database holds ~40-90 MiB, which then adds to the peak; below, reopening costs more.
-PAUSE_FROM_BYTES = 64 << 20
+# From this much JSON on, the database is closed while the first ranks are prepared (an open
+# Kuzu database holds ~40-90 MiB, which then adds to the peak) and the ranks' tables wait for
+# their load in files, not in memory; below, reopening and the files cost more than they save.
+LARGE_FROM_BYTES = 64 << 20
 
 AUTO_JOBS_BYTES = 64 << 20  # below this much trace data, starting workers costs more than it saves
 
@@ -379,75 +387,8 @@ def _claim_run(store: GraphStore, run: str, db: Path) -> int:
     return run_idx
 
 
-# Ranks are loaded in batches of up to this many rows or bytes: few large COPYs are much
-# faster than many small ones, and the batch bounds memory on runs of many ranks.
-BATCH_ROWS = 4_000_000
-BATCH_BYTES = 256 << 20
-
-
-class _Batch:
-    """Node and edge tables of several ranks, loaded together (nodes before their edges)."""
-
-    def __init__(self, store: GraphStore) -> None:
-        self.store = store
-        self.nodes: dict[str, list[pa.Table]] = {label: [] for label in schema.EVENT_LABELS}
-        self.edges: dict[str, list[pa.Table]] = {}
-        self.rows = 0
-        self.buffers: dict[int, int] = {}  # the memory the batch holds: size by buffer address
-
-    @property
-    def bytes(self) -> int:
-        return sum(self.buffers.values())
-
-    def add(self, node_tables: dict[str, pa.Table], edge_tables: dict[str, pa.Table]) -> None:
-        for label, table in node_tables.items():
-            self.nodes[label].append(table)
-            self._hold(table)
-        for label, table in edge_tables.items():
-            self.edges.setdefault(label, []).append(table)
-            self._hold(table)
-
-    def _hold(self, table: pa.Table) -> None:
-        # A rank's node tables are slices of one parent: each buffer counts once, not once
-        # per table (counted per table, a batch looked 3x its size and committed too often).
-        self.rows += table.num_rows
-        for column in table.columns:
-            for chunk in column.chunks:
-                for buffer in chunk.buffers():
-                    if buffer is not None:
-                        self.buffers[buffer.address] = buffer.size
-
-    def flush(self, last: bool = False) -> None:
-        """Load the batch; unless it is the `last`, commit and close the database until the
-        next (see `GraphStore.commit_and_pause`)."""
-        if not self.rows:
-            return
-        release_freed()  # what preparing the ranks freed, before Kuzu's COPYs need memory
-        self.store.resume()
-        with mapped_blocks():  # what a COPY frees goes back before the next one
-            for label, tables in self.nodes.items():
-                if any(t.num_rows for t in tables):
-                    self.store.copy(label, _concat(tables))
-                tables.clear()
-            for label, tables in self.edges.items():
-                if any(t.num_rows for t in tables):
-                    self.store.copy_edges(label, _concat(tables))
-                tables.clear()
-        self.rows = 0
-        self.buffers.clear()
-        if not last:
-            self.store.commit_and_pause()
-
-
-def _concat(tables: list[pa.Table]) -> pa.Table:
-    """The non-empty tables as one: a rank without rows of a kind (a CPU-only rank's runtime
-    calls) gives an empty table, whose columns may be null-typed and which, as the first chunk
-    of a COPY, made Kuzu load none of the rows after it."""
-    return pa.concat_tables([t for t in tables if t.num_rows], promote_options="default")
-
-
 def _load(
-    store: GraphStore,
+    batch: LoadBatch,
     ranks: Iterable[PreparedRank],
     run: str,
     run_idx: int,
@@ -462,12 +403,12 @@ def _load(
     parts: list[pa.Table] = []
     steps: list[pa.Table] = []
     rank_rows: list[dict[str, object]] = []
-    batch = _Batch(store)
+    store = batch.store
     world_size = 0
     for prepared in ranks:
         world_size = max(world_size, prepared.world_size)
         batch.add(prepared.node_tables, prepared.edge_tables)
-        if batch.rows >= BATCH_ROWS or batch.bytes >= BATCH_BYTES:
+        if batch.full:
             batch.flush()
         for label, edges in prepared.edge_tables.items():
             edge_counts[label] = edge_counts.get(label, 0) + edges.num_rows

@@ -16,15 +16,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from .checksums import new_hash
-from .errors import TracegraphError
+from .errors import DatabaseBusy, TracegraphError
 from .pipeline import IngestOptions, IngestResult, default_run_name, ingest, trace_files
-from .store import GraphStore
+from .store import GraphStore, wait_for_writer
 
 HEAD_BYTES = 1 << 20
 CACHE_KEEP = 8
@@ -32,6 +33,9 @@ CACHED_DB = "traces.kuzu"
 # a file whose modification time is the set's last use (the folder's own changes whenever the
 # database writes inside it, even after its command is done)
 USED = "used"
+# how long a command on traces waits for another process writing the same database (the same
+# traces asked about twice at once: the second reuses what the first ingests)
+WRITER_WAIT_S = 30 * 60
 
 Progress = Callable[[str, int, int], None]
 
@@ -70,12 +74,17 @@ def ingested(
     cache_root: Path | None = None,
     progress: Progress | None = None,
     answer: Callable[[Ingested, GraphStore], None] | None = None,
+    waiting: Callable[[Path], None] = lambda db: None,
 ) -> Ingested:
     """The database holding the trace files or folders `paths` (ingested now unless already
     there): `db`, else the cache's database for exactly these files. When they are ingested
-    now, `answer` is called with the open store before the write commits (see `ingest`)."""
+    now, `answer` is called with the open store before the write commits (see `ingest`).
+
+    Another process writing that database is waited for (`waiting` is told), then what it
+    wrote is looked at: the same traces asked about twice at once are ingested once."""
     files = trace_files(paths)
     name = run or default_run_name(paths, files)
+    cached = db is None
     if db is None:
         root = cache_root or default_cache_root()
         folder = root / fingerprint(files)[:32]
@@ -83,21 +92,29 @@ def ingested(
         (folder / USED).touch()  # used now: the last to be pruned
         _prune(root, keep=folder)
         db = folder / CACHED_DB
-        # a database of the cache holds these very files (its key says so): its run is theirs
-        held = next((r["name"] for r in _runs(db) if r["name"] == name), None)
-    else:
-        held = held_run(db, files, name)
-    if held is not None:
-        return Ingested(db, held, None)
     into = db
 
     def answered(result: IngestResult, store: GraphStore) -> None:
         assert answer is not None
         answer(Ingested(into, result.run, result), store)
 
-    options = IngestOptions(run=name, replace=True)
-    result = ingest(list(paths), db, options, progress, answered if answer else None)
-    return Ingested(db, result.run, result)
+    deadline = time.monotonic() + WRITER_WAIT_S
+    while True:
+        wait_for_writer(db, max(0.0, deadline - time.monotonic()), lambda: waiting(into))
+        if cached:  # a database of the cache holds these very files (its key says so)
+            held = next((r["name"] for r in _runs(db) if r["name"] == name), None)
+        else:
+            held = held_run(db, files, name)
+        if held is not None:
+            return Ingested(db, held, None)
+        options = IngestOptions(run=name, replace=True)
+        try:
+            result = ingest(list(paths), db, options, progress, answered if answer else None)
+        except DatabaseBusy:
+            if time.monotonic() >= deadline:
+                raise
+            continue  # another process began writing it first: wait for it, then look again
+        return Ingested(db, result.run, result)
 
 
 def held_run(db: Path, files: Sequence[Path], run: str) -> str | None:

@@ -12,7 +12,7 @@ import fcntl
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from . import schema
 from .cypher_text import parameter_names
-from .errors import IngestError, TracegraphError
+from .errors import DatabaseBusy, IngestError, TracegraphError
 from .memory import release_freed
 
 DEFAULT_TIMEOUT_MS = 60_000
@@ -134,16 +134,26 @@ class GraphStore:
 
     def copy_edges(self, label: str, edges: pa.Table) -> int:
         """COPY edges carrying from_label/to_label columns into each FROM/TO pair of the table."""
-        import pyarrow.compute as pc  # ~80 ms to import: readers never need it
-
-        rel = schema.REL_BY_LABEL[label]
         total = 0
-        for src, dst in rel.pairs:
-            mask = pc.and_(pc.equal(edges["from_label"], src), pc.equal(edges["to_label"], dst))
-            part = edges.filter(mask)
-            self.copy(label, schema.conform(part, rel), pair=(src, dst))
+        for pair, part in edge_pairs(label, edges):
+            self.copy(label, part, pair=pair)
             total += part.num_rows
         return total
+
+    def copy_files(
+        self, label: str, paths: Sequence[Path], pair: tuple[str, str] | None = None
+    ) -> None:
+        """Bulk-load Parquet files already in the label's load order (as `copy`'s tables)."""
+        self._writable("COPY")
+        if not paths:
+            return
+        files = ", ".join(f"'{_literal(str(p))}'" for p in paths)
+        options = f" (from='{pair[0]}', to='{pair[1]}')" if pair else ""
+        self.resume()
+        try:
+            self._conn.execute(f"COPY {label} FROM [{files}]{options}")
+        except RuntimeError as exc:
+            raise IngestError(f"{self.path}: loading {label} failed ({_short(exc)})") from exc
 
     def begin(self) -> None:
         """Start a transaction: COPYs inside one commit together, much faster than one by one."""
@@ -242,6 +252,22 @@ def _reader_region(path: Path) -> int:
     except OSError:
         size = 0
     return max(MIN_READER_REGION, 1 << (4 * size).bit_length())
+
+
+def edge_pairs(label: str, edges: pa.Table) -> Iterator[tuple[tuple[str, str], pa.Table]]:
+    """Edges carrying from_label/to_label columns, split by the rel table's FROM/TO pairs, each
+    part in the table's load order."""
+    import pyarrow.compute as pc  # ~80 ms to import: readers never need it
+
+    rel = schema.REL_BY_LABEL[label]
+    for src, dst in rel.pairs:
+        mask = pc.and_(pc.equal(edges["from_label"], src), pc.equal(edges["to_label"], dst))
+        yield (src, dst), schema.conform(edges.filter(mask), rel)
+
+
+def _literal(text: str) -> str:
+    """`text` inside a single-quoted Cypher string."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
 
 
 def _short(exc: BaseException) -> str:
@@ -379,11 +405,40 @@ def _exclusive_lock(path: Path, given: Path | None = None) -> Iterator[None]:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
-            raise IngestError(f"{given or path}: another tracegraph process is writing it") from exc
+            busy = f"{given or path}: another tracegraph process is writing it"
+            raise DatabaseBusy(busy) from exc
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def wait_for_writer(db: Path, timeout_s: float, waiting: Callable[[], None]) -> None:
+    """Return once no process holds `db`'s write lock (at once if none does); `waiting` is
+    called once if it has to wait. A writer still there after `timeout_s` is a DatabaseBusy."""
+    lock_path = Path(os.path.realpath(db) + ".lock")
+    deadline = time.monotonic() + timeout_s
+    told = False
+    while True:
+        try:
+            with open(lock_path, "rb") as handle:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            return
+        except FileNotFoundError:
+            return  # never written: no writer
+        except BlockingIOError:
+            pass
+        if time.monotonic() >= deadline:
+            raise DatabaseBusy(
+                f"{db}: another tracegraph process is still writing it after {timeout_s:.0f} s"
+            )
+        if not told:
+            waiting()
+            told = True
+        time.sleep(WRITER_POLL_S)
+
+
+WRITER_POLL_S = 0.05
 
 
 def _remove_stale_staging(path: Path) -> None:

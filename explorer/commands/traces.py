@@ -62,6 +62,7 @@ def resolve_database(
             run=args.run,
             progress=progress,
             answer=ingested_now if answer is not None else None,
+            waiting=_say_waiting,
         )
     if done.result is None:
         print(f"tracegraph: run '{done.run}' of {done.db} holds these traces", file=sys.stderr)
@@ -69,6 +70,10 @@ def resolve_database(
         _say_ingested(done)
     args.db, args.run = done.db, done.run
     return answered
+
+
+def _say_waiting(db: Path) -> None:
+    print(f"tracegraph: waiting for another tracegraph process writing {db}", file=sys.stderr)
 
 
 def _say_ingested(done: Ingested) -> None:

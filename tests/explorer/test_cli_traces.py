@@ -111,3 +111,29 @@ def test_an_answer_that_fails_leaves_no_database(
         f"tracegraph: error: {db}: run 'cpu_ddp_2r_faults' has no rank(s) [7]"
     )
     assert not db.exists() and not list(tmp_path.glob("mine.kuzu.archive/run-*"))
+
+
+def test_the_same_traces_asked_about_twice_at_once_are_ingested_once(tmp_path: Path) -> None:
+    """Two commands on the same new traces while a third process writes the database: each
+    waits for the writer, one ingests, the other waits for it and reuses what it wrote."""
+    import fcntl
+    import subprocess
+    import sys
+
+    folder, db = trace("cpu_ddp_2r"), tmp_path / "shared.kuzu"
+    argv = [sys.executable, "-m", "tracegraph.explorer.cli", "report", str(folder)]
+    argv += ["--db", str(db), "--format", "json"]
+    with open(db.with_name(db.name + ".lock"), "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        children = [
+            subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)
+        ]
+        for child in children:  # each is waiting before the lock goes
+            assert child.stderr is not None
+            assert "waiting for another tracegraph process" in child.stderr.readline()
+    results = [(c.wait(timeout=300), c.stdout.read(), c.stderr.read()) for c in children]  # type: ignore[union-attr]
+    assert [code for code, _, _ in results] == [0, 0], results
+    assert results[0][1] == results[1][1] and json.loads(results[0][1])["steps"]
+    said = sorted("ingested run" in err for _, _, err in results)
+    assert said == [False, True], results  # one ingested, the other reused it

@@ -17,32 +17,12 @@ import pyarrow.parquet as pq
 import pytest
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_merged, write_per_rank
-from tracegraph.ingest import archive, parallel, schema
+from tracegraph.ingest import archive, parallel
 from tracegraph.ingest.errors import TraceFormatError
 from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
-from tracegraph.ingest.store import GraphStore
 
-from ..conftest import TRACES, needs_traces, rows
-
-
-def dump(db: Path) -> dict[str, list[dict]]:
-    """Every node and relationship of the database, in a fixed order."""
-    out: dict[str, list[dict]] = {}
-    with GraphStore(db, read_only=True) as store:
-        for table in schema.NODE_TABLES:
-            if table.label in ("Run", "EdgeSet"):
-                continue  # ingest time, edge sets: not what the ingest parsed
-            key = table.primary_key if hasattr(table, "primary_key") else "id"
-            got = rows(store, f"MATCH (n:{table.label}) RETURN n.* ORDER BY n.{key}")
-            out[table.label] = [{k: v for k, v in r.items() if k != "n.file"} for r in got]
-        for rel in schema.REL_TABLES:
-            for src, dst in rel.pairs:  # labelled: Kuzu 0.11.3 mixes up ids of unlabelled ends
-                cypher = f"MATCH (a:{src})-[:{rel.label}]->(b:{dst}) RETURN a.id AS a, b.id AS b"
-                out[f"{rel.label} {src}->{dst}"] = sorted(
-                    (r["a"], r["b"]) for r in rows(store, cypher)
-                )
-    return out
+from ..conftest import TRACES, dump, needs_traces
 
 
 def archived(db: Path) -> dict[str, object]:

@@ -418,51 +418,18 @@ def test_a_run_named_after_its_file_keeps_the_dots_in_the_name(tmp_path: Path, j
     assert result.run == "xdit_sd_3.5_rank0"
 
 
-def test_a_batch_counts_the_memory_it_holds_once(tmp_path: Path) -> None:
-    """A rank's node tables are slices of one parent table: the batch's size, which decides
-    when it is loaded and committed, counts each buffer once. Held against what Arrow frees
-    when the batch's tables go; counted per table it read about 3x that, and batches were
-    committed several times too often."""
-    from dataclasses import replace
-
-    import pyarrow as pa
-
-    from tracegraph.ingest.parse import ParseOptions
-    from tracegraph.ingest.pipeline import _Batch
-    from tracegraph.ingest.prepare import prepare_rank
-    from tracegraph.ingest.read import rank_traces
-
-    (path,) = write_per_rank(SyntheticConfig(ranks=1, steps=2, layers=40), tmp_path)
-    (trace,) = list(rank_traces(path, ParseOptions()))
-    prepared = prepare_rank(trace, "run", 0)
-    del trace
-    batch = _Batch(store=None)  # type: ignore[arg-type]
-    batch.add(prepared.node_tables, prepared.edge_tables)
-    tables = [*prepared.node_tables.values(), *prepared.edge_tables.values()]
-    per_table = sum(t.get_total_buffer_size() for t in tables)
-    counted = batch.bytes
-    held = pa.total_allocated_bytes()
-    del tables
-    prepared = replace(prepared, node_tables={}, edge_tables={})
-    batch.nodes.clear()
-    batch.edges.clear()
-    freed = held - pa.total_allocated_bytes()
-    assert abs(counted - freed) <= 0.05 * freed
-    assert per_table > 2 * freed
-
-
 def test_an_ingest_that_closes_the_database_while_ranks_are_prepared_loads_the_same(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """From PAUSE_FROM_BYTES of JSON on, the staging database is committed and closed while
-    the first ranks are prepared: the run it loads is the same, and a failure after the pause
-    still leaves the database as it was."""
+    """From LARGE_FROM_BYTES of JSON on, the staging database is committed and closed while
+    the first ranks are prepared (and the ranks wait for their load in files): the run it
+    loads is the same, and a failure after the pause still leaves the database as it was."""
     from tracegraph.ingest import pipeline
 
     files = write_per_rank(SyntheticConfig(ranks=3, steps=2, layers=3), tmp_path / "traces")
     open_db, paused_db = tmp_path / "open.kuzu", tmp_path / "paused.kuzu"
     ingest(files, open_db, IngestOptions(run="r"))
-    monkeypatch.setattr(pipeline, "PAUSE_FROM_BYTES", 0)
+    monkeypatch.setattr(pipeline, "LARGE_FROM_BYTES", 0)
     pauses = _counted_pauses(monkeypatch)
     paused = ingest(files, paused_db, IngestOptions(run="r", jobs=1))
     assert len(pauses) == 1
@@ -486,14 +453,14 @@ def test_ranks_loaded_a_batch_each_give_the_run_of_one_batch(
 ) -> None:
     """Each batch is committed and the database closed until the next: the collectives and
     run rows loaded after the last batch reopen it."""
-    from tracegraph.ingest import pipeline
+    from tracegraph.ingest import batch
 
     config = SyntheticConfig(ranks=3, steps=2, layers=3)
     files = write_per_rank(config, tmp_path / "traces")
     whole, batched = tmp_path / "whole.kuzu", tmp_path / "batched.kuzu"
     ingest(files, whole, IngestOptions(run="r", jobs=1))
     pauses = _counted_pauses(monkeypatch)
-    monkeypatch.setattr(pipeline, "BATCH_ROWS", 1)  # a batch per rank
+    monkeypatch.setattr(batch, "BATCH_ROWS", 1)  # a batch per rank
     ingest(files, batched, IngestOptions(run="r", jobs=1))
     assert len(pauses) == config.ranks
     with GraphStore(whole) as a, GraphStore(batched) as b:

@@ -321,3 +321,23 @@ def test_a_read_only_store_refuses_every_write_method_before_kuzu_sees_it(
                 write()
             assert run_names(store) == ["base"], name
     one_run.assert_unchanged(db)
+
+
+def test_waiting_for_a_writer_ends_when_it_lets_go_or_times_out(tmp_path: Path) -> None:
+    from tracegraph.ingest.errors import DatabaseBusy
+    from tracegraph.ingest.store import wait_for_writer
+
+    db = tmp_path / "x.kuzu"
+    told: list[bool] = []
+    wait_for_writer(db, 0, lambda: told.append(True))  # no lock file: no writer
+    with open(db.with_name(db.name + ".lock"), "a+") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        with pytest.raises(DatabaseBusy, match="still writing it after 0 s"):
+            wait_for_writer(db, 0.2, lambda: told.append(True))
+        assert told == [True]
+        threading.Timer(0.3, fcntl.flock, (held, fcntl.LOCK_UN)).start()
+        start = time.monotonic()
+        wait_for_writer(db, 60, lambda: told.append(True))
+        assert 0.25 <= time.monotonic() - start < 30 and told == [True, True]
+    wait_for_writer(db, 0, lambda: told.append(True))  # unlocked: at once, nothing said
+    assert told == [True, True]

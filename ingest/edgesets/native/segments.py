@@ -19,7 +19,6 @@ their own).
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -312,42 +311,76 @@ def _over(members: list[Segment], rank: int, name: str, kind: str) -> Segment:
 
 
 def path_owners(graph: StepGraph, path: np.ndarray) -> list[Owner]:
-    """What each path edge's time belongs to (its rank, enclosing ranges and label)."""
-    nests: dict[int, _Nesting] = {}
+    """What each path edge's time belongs to (its rank, enclosing ranges and label).
 
-    def nesting(g: int) -> _Nesting:
-        if g not in nests:
-            nests[g] = _Nesting(graph.graphs[g], g)
-        return nests[g]
-
+    Worked out a rank graph at a time, over arrays: a path has up to ~10^5 edges a step, and
+    equal owners (the same innermost range and frame) are one object."""
     src, dst = graph.src[path], graph.dst[path]
     gs, gd = graph.graph_of(src), graph.graph_of(dst)
-    kinds = graph.kind[path].tolist()
-    out = []
-    for s, d, a, b, kind in zip(src.tolist(), dst.tolist(), gs.tolist(), gd.tolist(), kinds,
-                                strict=True):  # fmt: skip
-        rank = graph.graphs[b].rank
-        if a != b:  # a collective's time after its last participant arrived
-            out.append(Owner(rank, (), COMMUNICATION))
-            continue
-        n = nesting(b)
-        ls, ld = s - int(graph.base[b]), d - int(graph.base[b])
-        rs, rd = ls // 2, ld // 2
-        if n.gpu[rs] and n.gpu[rd]:
-            if ld == ls + 1 and ls % 2 == 0:  # a GPU row's own span: the kernel's work
-                out.append(Owner(rank, n.launch_chain(rd) + ((b, rd),), n.clip.name.at(rd)))
-            else:
-                label = GPU_IDLE if kind == KERNEL_KERNEL_DELAY else "GPU"
-                out.append(Owner(rank, n.launch_chain(rd), label))
-        elif kind == KERNEL_LAUNCH_DELAY or n.gpu[rd]:  # a launch: the launching call's
-            out.append(Owner(rank, n.chain(rs, ls, ls), "launch"))
-        elif n.gpu[rs]:  # GPU → CPU (a sync): the CPU call that waited
-            out.append(Owner(rank, n.chain(rd, ld, ld), "sync"))
-        elif n.tid[rs] != n.tid[rd]:  # another thread resumed (a collective's completion)
-            out.append(n.owner(rank, rd, ld, ld))
+    kind = graph.kind[path]
+    out: list[Owner | None] = [None] * len(path)
+    crossing = np.nonzero(gs != gd)[0]
+    for i, b in zip(crossing.tolist(), gd[crossing].tolist(), strict=True):
+        # a collective's time after its last participant arrived
+        out[i] = Owner(graph.graphs[b].rank, (), COMMUNICATION)
+    for b in np.unique(gd[gs == gd]).tolist():
+        at = np.nonzero((gd == b) & (gs == b))[0]
+        n = _Nesting(graph.graphs[b], b)
+        base = int(graph.base[b])
+        _rank_owners(n, graph.graphs[b].rank, at, src[at] - base, dst[at] - base, kind[at], out)
+    return out  # type: ignore[return-value]
+
+
+def _rank_owners(
+    n: _Nesting,
+    rank: int,
+    at: np.ndarray,
+    ls: np.ndarray,
+    ld: np.ndarray,
+    kind: np.ndarray,
+    out: list[Owner | None],
+) -> None:
+    """The owners of one rank graph's path edges (positions `at`, nodes ls → ld)."""
+    rs, rd = ls // 2, ld // 2
+    both_gpu = n.gpu[rs] & n.gpu[rd]
+    own_span = both_gpu & (ld == ls + 1) & (ls % 2 == 0)  # a GPU row's own span: its work
+    launch = ~both_gpu & ((kind == KERNEL_LAUNCH_DELAY) | n.gpu[rd])  # the launching call's
+    sync = ~both_gpu & ~launch & n.gpu[rs]  # GPU → CPU: the CPU call that waited
+    cpu = ~both_gpu & ~launch & ~sync
+    # another thread resumed (a collective's completion): its time from where it resumed
+    resumed = cpu & (n.tid[rs] != n.tid[rd])
+    # the row and node span whose enclosing ranges own the time
+    row = np.where(launch | (cpu & ~resumed), rs, rd)
+    lo = np.where(launch | (cpu & ~resumed), ls, ld)
+    hi = np.where(cpu & ~resumed, ld, lo)
+
+    gpu_rows = np.nonzero(both_gpu)[0]
+    launchers = n.launch_chains(rd[gpu_rows])
+    idle = kind[gpu_rows] == KERNEL_KERNEL_DELAY
+    for j, chain, own, is_idle in zip(
+        gpu_rows.tolist(), launchers, own_span[gpu_rows].tolist(), idle.tolist(), strict=True
+    ):
+        r = int(rd[j])
+        if own:
+            out[int(at[j])] = Owner(rank, chain + ((n.index, r),), n.clip.name.at(r))
         else:
-            out.append(n.owner(rank, rs, ls, ld))
-    return out
+            out[int(at[j])] = Owner(rank, chain, GPU_IDLE if is_idle else "GPU")
+
+    ranged = np.nonzero(~both_gpu)[0]
+    inner = n.innermost(row[ranged], lo[ranged], hi[ranged])
+    within = np.full(len(ranged), -1, np.int64)
+    on_cpu = cpu[ranged]
+    within[on_cpu] = n.python_within(row[ranged][on_cpu], lo[ranged][on_cpu], hi[ranged][on_cpu])
+    what = np.where(launch[ranged], 1, np.where(sync[ranged], 2, 0))
+    made: dict[tuple[int, int, int], Owner] = {}
+    for j, x, frame, w in zip(
+        at[ranged].tolist(), inner.tolist(), within.tolist(), what.tolist(), strict=True
+    ):
+        key = (w, x, frame)
+        owner = made.get(key)
+        if owner is None:
+            owner = made[key] = n.owner(rank, x, frame, w)
+        out[j] = owner
 
 
 class _Nesting:
@@ -385,47 +418,58 @@ class _Nesting:
         self.meaningful = ~c.name.contains(STEP_ANNOTATION + "#") & (
             ~self.python | c.name.contains(MODULE_FRAME)
         )
-        # Python lists and caches for the per-edge lookups below (a path has one per edge, up
-        # to ~10^5 a step; numpy's scalar indexing costs ~10x a list's)
-        self._tid = c.tid.tolist()
-        self._node_time = self.node_time.tolist()
-        self._ts, self._end, self._parent = ts_l, end_l, self.parent.tolist()
+        # Python lists and caches for the walks up a range's parents (numpy's scalar indexing
+        # costs ~10x a list's)
+        self._parent = self.parent.tolist()
         self._meaningful, self._python = self.meaningful.tolist(), self.python.tolist()
-        self._thread_rows = {t: rows.tolist() for t, rows in self.by_thread.items()}
-        self._thread_ts = {t: ts.tolist() for t, ts in self.ts_by_thread.items()}
-        self._frame_rows = {t: rows.tolist() for t, rows in self.python_by_thread.items()}
-        self._frame_ts = {t: ts.tolist() for t, ts in self.python_ts.items()}
         self._chains: dict[int, tuple[tuple[int, int], ...]] = {-1: ()}
         self._frames: dict[int, int] = {-1: -1}
         self._labels: dict[int, str] = {}
 
-    def _innermost(self, row: int, a: int, b: int) -> int:
-        """The innermost row of `row`'s thread that contains the nodes' times [a, b], -1 if
-        none: from the last range to start by a, up its parents to the first that lasts to b
-        (a parent contains its children, so every one above it contains [a, b] too)."""
-        thread = self._tid[row]
-        rows = self._thread_rows.get(thread)
-        if rows is None:
-            return -1
-        at = bisect_right(self._thread_ts[thread], self._node_time[a]) - 1
-        if at < 0:
-            return -1
-        x, tb, end, parent = rows[at], self._node_time[b], self._end, self._parent
-        while x >= 0 and end[x] < tb:
-            x = parent[x]
-        return x
+    def innermost(self, rows: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per row, the innermost range of its thread that contains the nodes' times [a, b],
+        -1 if none: from the last range to start by a, up its parents to the first that lasts
+        to b (a parent contains its children, so every one above it contains [a, b] too)."""
+        x = np.full(len(rows), -1, np.int64)
+        ta, tb = self.node_time[a], self.node_time[b]
+        threads = self.tid[rows]
+        for thread in np.unique(threads).tolist():
+            on = np.nonzero(threads == thread)[0]
+            ranges = self.by_thread.get(thread)
+            if ranges is None:
+                continue
+            last = np.searchsorted(self.ts_by_thread[thread], ta[on], side="right") - 1
+            x[on] = np.where(last >= 0, ranges[np.maximum(last, 0)], -1)
+        while True:
+            short = np.nonzero(x >= 0)[0]
+            short = short[self.end[x[short]] < tb[short]]
+            if not len(short):
+                return x
+            x[short] = self.parent[x[short]]
 
-    def enclosing(self, row: int, a: int, b: int) -> list[int]:
-        """Rows of `row`'s thread that contain the nodes' times [a, b], innermost first."""
-        out, x = [], self._innermost(row, a, b)
-        while x >= 0:
-            out.append(x)
-            x = self._parent[x]
-        return out
-
-    def chain(self, row: int, a: int, b: int) -> tuple[tuple[int, int], ...]:
-        """The meaningful ranges over nodes [a, b] on `row`'s thread, outermost first."""
-        return self._chain(self._innermost(row, a, b))
+    def python_within(self, rows: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Per row, the python frame inside the nodes' times [a, b] on its thread that covers
+        most of it (a `gc.collect()` between two ops), -1 if none."""
+        best = np.full(len(rows), -1, np.int64)
+        ta, tb = self.node_time[a], self.node_time[b]
+        threads = self.tid[rows]
+        for thread in np.unique(threads).tolist():
+            frames = self.python_by_thread.get(thread)
+            if frames is None:
+                continue
+            on = np.nonzero((threads == thread) & (b > a))[0]
+            starts = self.python_ts[thread]
+            first = np.searchsorted(starts, ta[on], side="left")
+            stop = np.searchsorted(starts, tb[on], side="left")
+            some = np.nonzero(stop > first)[0]  # few: most spans hold no frame
+            for j, i0, i1 in zip(
+                on[some].tolist(), first[some].tolist(), stop[some].tolist(), strict=True
+            ):
+                overlap = np.minimum(self.end[frames[i0:i1]], tb[j]) - starts[i0:i1]
+                k = int(np.argmax(overlap))  # the first of equals, as before
+                if overlap[k] > 0:
+                    best[j] = frames[i0 + k]
+        return best
 
     def _chain(self, x: int) -> tuple[tuple[int, int], ...]:
         """The meaningful ranges of x and its parents, outermost first (each row's once)."""
@@ -449,12 +493,14 @@ class _Nesting:
                 self._frames[y] = y if own else self._frames[self._parent[y]]
         return self._frames[x]
 
-    def owner(self, rank: int, row: int, a: int, b: int) -> Owner:
-        x = self._innermost(row, a, b)
+    def owner(self, rank: int, x: int, within: int, what: int) -> Owner:
+        """The owner of time whose innermost range is x (-1: none): a launch's (`what` 1), a
+        sync's (2), else time on a CPU thread, named by the python frame `within` it (-1:
+        none) or, failing that, over it."""
         chain = self._chain(x)
-        frame = self._python_within(row, a, b)
-        if frame < 0:
-            frame = self._frame(x)
+        if what:
+            return Owner(rank, chain, "launch" if what == 1 else "sync")
+        frame = within if within >= 0 else self._frame(x)
         if frame < 0:
             return Owner(rank, chain, NO_OP)
         return Owner(rank, chain, self._label(frame), (self.index, frame))
@@ -464,29 +510,18 @@ class _Nesting:
             self._labels[frame] = readable(self.clip.name.at(frame))
         return self._labels[frame]
 
-    def _python_within(self, row: int, a: int, b: int) -> int:
-        """The python frame inside the nodes' times [a, b] on `row`'s thread that covers most
-        of it (a `gc.collect()` between two ops), -1 if none."""
-        thread = self._tid[row]
-        rows = self._frame_rows.get(thread)
-        if rows is None or b <= a:
-            return -1
-        ta, tb = self._node_time[a], self._node_time[b]
-        starts = self._frame_ts[thread]
-        best, most = -1, 0
-        for i in range(bisect_left(starts, ta), bisect_left(starts, tb)):
-            overlap = min(self._end[rows[i]], tb) - starts[i]
-            if overlap > most:  # the first of equals, as before
-                best, most = rows[i], overlap
-        return best
-
-    def launch_chain(self, gpu_row: int) -> tuple[tuple[int, int], ...]:
-        """The chain of the call that launched a GPU row, the call included."""
+    def launch_chains(self, gpu_rows: np.ndarray) -> list[tuple[tuple[int, int], ...]]:
+        """Per GPU row, the chain of the call that launched it, the call included."""
         c = self.clip
-        launcher = int(c.position_of(np.array([c.index_correlation[gpu_row]]))[0])
-        if launcher < 0 or self.gpu[launcher]:
-            return ()
-        return self.chain(launcher, 2 * launcher, 2 * launcher + 1)
+        launcher = c.position_of(c.index_correlation[gpu_rows])
+        known = launcher >= 0
+        known[known] = ~self.gpu[launcher[known]]
+        x = np.full(len(gpu_rows), -1, np.int64)
+        calls = launcher[known]
+        x[known] = self.innermost(calls, 2 * calls, 2 * calls + 1)
+        return [
+            self._chain(v) if k else () for v, k in zip(x.tolist(), known.tolist(), strict=True)
+        ]
 
 
 def step_segments(
