@@ -2,18 +2,20 @@
 
 Few large COPYs are much faster than many small ones, so ranks are gathered into a batch of up
 to BATCH_ROWS rows or BATCH_BYTES bytes, and loaded nodes before edges. A batch holds its
-tables in memory, or, for a large ingest, writes them to Parquet files as they come (one per
-table and FROM/TO pair, a row group per rank) and has Kuzu load those: Kuzu keeps every Arrow
+tables in memory, or, for a large ingest, writes them to Parquet files as they come (a rank's
+table, or its edges of one FROM/TO pair, a file) and has Kuzu load those: Kuzu keeps every Arrow
 table a COPY was given until its connection closes, so tables held for a COPY count twice at
-the write's peak, while a file's rows are read and let go.
+the write's peak, while a file's rows are read and let go. Workers preparing ranks write such
+files themselves (`write_load_files`) into the batch's folder, and the batch loads them with
+its own: the tables never travel between processes.
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
@@ -22,11 +24,44 @@ from .errors import IngestError
 from .memory import mapped_blocks, release_freed
 from .store import GraphStore, edge_pairs
 
-if TYPE_CHECKING:
-    from pyarrow.parquet import ParquetWriter
-
 BATCH_ROWS = 4_000_000
 BATCH_BYTES = 256 << 20
+
+Pair = tuple[str, str] | None
+
+
+@dataclass(frozen=True)
+class LoadFile:
+    """A Parquet file of one table's rows (an edge table's for one FROM/TO `pair`), in its load
+    order, written for a batch to load."""
+
+    label: str
+    pair: Pair
+    path: Path
+    rows: int
+    nbytes: int  # the rows' size in memory, as a batch counts what it holds
+
+
+def write_load_files(
+    folder: Path, prefix: str, node_tables: dict[str, pa.Table], edge_tables: dict[str, pa.Table]
+) -> tuple[LoadFile, ...]:
+    """One rank's tables as load files in `folder` (names starting with `prefix`)."""
+    import pyarrow.parquet as pq
+
+    parts: list[tuple[str, Pair, pa.Table]] = [(k, None, t) for k, t in node_tables.items()]
+    for label, table in edge_tables.items():
+        parts.extend((label, pair, part) for pair, part in edge_pairs(label, table))
+    out = []
+    for i, (label, pair, table) in enumerate(parts):
+        if not table.num_rows:
+            continue
+        path = folder / f"{prefix}-{i}.parquet"
+        try:
+            pq.write_table(table, path)
+        except OSError as exc:  # pyarrow's IO errors are OSErrors too
+            raise IngestError(f"{folder}: cannot set rows aside ({exc})") from exc
+        out.append(LoadFile(label, pair, path, table.num_rows, table.nbytes))  # a slice: its rows
+    return tuple(out)
 
 
 class LoadBatch:
@@ -40,32 +75,43 @@ class LoadBatch:
         self.edges: dict[str, list[pa.Table]] = {}
         self.rows = 0
         self.buffers: dict[int, int] = {}  # the memory the batch holds: size by buffer address
+        self.adopted_bytes = 0  # the size of the rows of the load files workers wrote
         self.files: _Files | None = None
         if spill_at is not None:
             self.files = _Files(spill_at)
 
     @property
+    def folder(self) -> Path | None:
+        """Where workers write their ranks' load files (None: the batch holds tables)."""
+        return self.files.folder if self.files is not None else None
+
+    @property
     def bytes(self) -> int:
-        return sum(self.buffers.values())
+        return sum(self.buffers.values()) + self.adopted_bytes
 
     @property
     def full(self) -> bool:
         return self.rows >= BATCH_ROWS or self.bytes >= BATCH_BYTES
 
     def add(self, node_tables: dict[str, pa.Table], edge_tables: dict[str, pa.Table]) -> None:
+        if self.files is not None:
+            prefix = self.files.next_prefix()
+            self.adopt(write_load_files(self.files.folder, prefix, node_tables, edge_tables))
+            return
         for label, table in node_tables.items():
             self._hold(table)
-            if self.files is not None:
-                self.files.write(label, None, table)
-            else:
-                self.nodes[label].append(table)
+            self.nodes[label].append(table)
         for label, table in edge_tables.items():
             self._hold(table)
-            if self.files is not None:
-                for pair, part in edge_pairs(label, table):
-                    self.files.write(label, pair, part)
-            else:
-                self.edges.setdefault(label, []).append(table)
+            self.edges.setdefault(label, []).append(table)
+
+    def adopt(self, files: tuple[LoadFile, ...]) -> None:
+        """Load files written into `folder` (by a worker, or by `add`), loaded with the batch."""
+        for f in files:
+            assert self.files is not None, "load files come only where the batch has a folder"
+            self.files.adopt(f)
+            self.rows += f.rows
+            self.adopted_bytes += f.nbytes
 
     def _hold(self, table: pa.Table) -> None:
         # A rank's node tables are slices of one parent: each buffer counts once, not once
@@ -91,6 +137,7 @@ class LoadBatch:
                 self._load_tables()
         self.rows = 0
         self.buffers.clear()
+        self.adopted_bytes = 0
         if not last:
             self.store.commit_and_pause()
 
@@ -117,49 +164,33 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables([t for t in tables if t.num_rows], promote_options="default")
 
 
-Pair = tuple[str, str] | None
-
-
 class _Files:
-    """One open Parquet file per table (and FROM/TO pair) of the batch being gathered."""
+    """The load files of the batch being gathered, per table (and FROM/TO pair), in the order
+    their ranks came."""
 
     def __init__(self, spill_at: Path) -> None:
         try:
             self.folder = Path(tempfile.mkdtemp(prefix=f"{spill_at.name}-", dir=spill_at.parent))
         except OSError as exc:
             raise IngestError(f"{spill_at.parent}: cannot write there ({exc.strerror})") from exc
-        self.open: dict[tuple[str, Pair], tuple[Path, ParquetWriter]] = {}
+        self.paths: dict[tuple[str, Pair], list[Path]] = {}
         self.written = 0
 
-    def write(self, label: str, pair: Pair, table: pa.Table) -> None:
-        import pyarrow.parquet as pq
+    def next_prefix(self) -> str:
+        self.written += 1
+        return f"main-{self.written}"
 
-        if not table.num_rows:
-            return
-        key = (label, pair)
-        try:
-            if key not in self.open:
-                self.written += 1
-                path = self.folder / f"{self.written}.parquet"
-                self.open[key] = (path, pq.ParquetWriter(path, table.schema))
-            self.open[key][1].write_table(table)
-        except OSError as exc:  # pyarrow's IO errors are OSErrors too
-            raise IngestError(f"{self.folder}: cannot set rows aside ({exc})") from exc
+    def adopt(self, f: LoadFile) -> None:
+        self.paths.setdefault((f.label, f.pair), []).append(f.path)
 
     def load(self, store: GraphStore) -> None:
         """Load every file, nodes before edges, and remove them."""
-        opened = sorted(self.open.items(), key=lambda item: item[0][1] is not None)
-        self.open = {}
-        for (label, pair), (path, writer) in opened:
-            writer.close()
-            store.copy_files(label, [path], pair)
-            path.unlink()
+        paths, self.paths = self.paths, {}
+        for key in sorted(paths, key=lambda key: key[1] is not None):
+            store.copy_files(key[0], paths[key], key[1])
+            for path in paths[key]:
+                path.unlink()
 
     def close(self) -> None:
-        for _, writer in self.open.values():
-            try:
-                writer.close()
-            except OSError:
-                pass
-        self.open = {}
+        self.paths = {}
         shutil.rmtree(self.folder, ignore_errors=True)

@@ -2,10 +2,12 @@
 
 Each worker parses one trace file, prepares its ranks (`prepare.prepare_rank`: node and edge
 tables, steps), writes their archive rows into the run's partial archive folder itself and
-sends the tables back as Arrow IPC bytes; the main process takes them in file order and loads
-them in its one transaction, so the database and its errors are the same as with one process.
-(Pickled as they were, the tables cost more to send than to compute: a sliced table pickles
-its whole parent, and the archive rows are a third of a rank.)
+writes the node and edge tables as load files into the load batch's folder where the main
+process has one (a large ingest: `batch`), else sends them back as Arrow IPC bytes; the main
+process takes the ranks in file order and loads them in its one transaction, so the database
+and its errors are the same as with one process. (Pickled as they were, the tables cost more
+to send than to compute: a sliced table pickles its whole parent, and the archive rows are a
+third of a rank.)
 `jobs` files are being prepared while the main process loads one more, so memory holds about
 twice that many files' ranks (those being prepared, those prepared and waiting), not the
 job's. A large file (over the block-reading size, `read.STREAM_BYTES`) that turns out to hold
@@ -26,6 +28,7 @@ import os
 import pickle
 import sys
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -37,6 +40,7 @@ from typing import TYPE_CHECKING, Protocol
 import pyarrow as pa
 
 from .archive import is_partial_of, write_rank
+from .batch import write_load_files
 from .errors import IngestError, TraceFormatError
 from .lifeline import die_with_parent
 from .memory import returning_memory
@@ -83,13 +87,17 @@ def prepare_file(
     run_idx: int,
     archive_dir: Path | None = None,
     archive_token: str | None = None,
+    load_dir: Path | None = None,
 ) -> FileOutcome:
     """Parse one file and prepare each of its ranks (in a worker). Where this worker sees the
     run's partial archive `archive_dir` (the folder whose writer's token is `archive_token`:
     this machine, or a disk shared with it), it writes each rank's archive rows there rather
-    than send them back."""
+    than send them back; with `load_dir` (a local pool's, on this machine), its node and edge
+    tables as load files there."""
     with returning_memory():
-        return _prepare_file(path, in_folder, options, run, run_idx, archive_dir, archive_token)
+        return _prepare_file(
+            path, in_folder, options, run, run_idx, archive_dir, archive_token, load_dir
+        )
 
 
 def _prepare_file(
@@ -100,6 +108,7 @@ def _prepare_file(
     run_idx: int,
     archive_dir: Path | None,
     archive_token: str | None,
+    load_dir: Path | None,
 ) -> FileOutcome:
     started = time.perf_counter()
     keep_archive = None
@@ -115,6 +124,17 @@ def _prepare_file(
             held = [trace]
             del trace  # prepare_rank holds the only reference: the rank is not held twice
             prepared = prepare_rank(held.pop(), run, run_idx, keep_archive)
+            if load_dir is not None:
+                prefix = f"{os.getpid()}-{uuid.uuid4().hex}"
+                files = write_load_files(
+                    load_dir, prefix, prepared.node_tables, prepared.edge_tables
+                )
+                prepared = replace(
+                    prepared,
+                    node_tables=_emptied(prepared.node_tables),
+                    edge_tables=_emptied(prepared.edge_tables),  # its labels say what it has
+                    load_files=files,
+                )
             ranks.append(_pack(prepared))
             del prepared
     except TraceFormatError:
@@ -125,6 +145,10 @@ def _prepare_file(
     finally:
         traces.close()
     return FileOutcome(ranks, work_s=time.perf_counter() - started, peak_rss_bytes=_peak_rss())
+
+
+def _emptied(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    return {label: t.schema.empty_table() for label, t in tables.items()}
 
 
 def _peak_rss() -> int:
@@ -206,11 +230,15 @@ class FilePool(Protocol):
 
 
 class ProcessFilePool:
-    """Spawned local worker processes that write their ranks' archive rows themselves."""
+    """Spawned local worker processes that write their ranks' archive rows themselves (and
+    their load files, given the load batch's folder `load_dir`)."""
 
-    def __init__(self, jobs: int, archive_dir: Path, archive_token: str) -> None:
+    def __init__(
+        self, jobs: int, archive_dir: Path, archive_token: str, load_dir: Path | None = None
+    ) -> None:
         self.slots = jobs
         self.archive = (archive_dir, archive_token)
+        self.load_dir = load_dir
         with _main_hidden():
             self.pool = ProcessPoolExecutor(
                 max_workers=jobs,
@@ -225,7 +253,14 @@ class ProcessFilePool:
         in_folder = source.folder is not None
         with _main_hidden():  # workers start on demand
             return self.pool.submit(
-                prepare_file, source.path, in_folder, options, run, run_idx, *self.archive
+                prepare_file,
+                source.path,
+                in_folder,
+                options,
+                run,
+                run_idx,
+                *self.archive,
+                self.load_dir,
             )
 
     def result(self, handle: object) -> FileOutcome:

@@ -154,6 +154,7 @@ def _ingest(
     store: GraphStore | None = None
     traces: Generator[RankTrace, None, None] | None = None
     prepared: Generator[PreparedRank, None, None] | None = None
+    batch: LoadBatch | None = None
     try:
         with write_transaction(db) as store:
             # what a killed or failed ingest left (the transaction holds the lock)
@@ -169,8 +170,9 @@ def _ingest(
             # The edge-set builders' inputs, archived with the run: no later command reads the
             # traces again.
             writer = archive.ArchiveWriter(db, run_idx)
+            batch = LoadBatch(store, spill_at if large else None)
             seen = _Files(files, skipped, writer.add_source)
-            pool = _pool(options, found, (writer.partial, writer.token))
+            pool = _pool(options, found, (writer.partial, writer.token), batch.folder)
             if pool is not None:
                 prepared = prepare_in_parallel(
                     found, parse_options, run, run_idx, pool, seen, report, work
@@ -178,14 +180,10 @@ def _ingest(
             else:
                 traces = _rank_traces(found, parse_options, report, seen)
                 prepared = _prepared(traces, run, run_idx, writer.add)
-            batch = LoadBatch(store, spill_at if large else None)
-            try:
-                result = _load(
-                    batch, _archived(prepared, writer), run, run_idx, files, ingested_at,
-                    writer.seal,
-                )  # fmt: skip
-            finally:
-                batch.close()
+            result = _load(
+                batch, _archived(prepared, writer), run, run_idx, files, ingested_at, writer.seal
+            )
+            batch.close()
             writer.finish(ingested_at)  # in place before the database that names it
             dropped = _dropped_events(result.ranks)
             result = replace(result, skipped=(*skipped, *dropped), work=tuple(work))
@@ -196,6 +194,8 @@ def _ingest(
         for stream in (prepared, traces):
             if stream is not None:
                 stream.close()
+        if batch is not None:  # after the workers that write into it are gone
+            batch.close()
         if writer is not None and not (store is not None and store.swapped):
             writer.abandon(ingested_at)
         raise
@@ -205,10 +205,13 @@ def _ingest(
 
 
 def _pool(
-    options: IngestOptions, found: list[_Source], archive: tuple[Path, str]
+    options: IngestOptions,
+    found: list[_Source],
+    archive: tuple[Path, str],
+    load_dir: Path | None,
 ) -> FilePool | None:
     """Where files are prepared: Ray when asked, else local workers where they pay (None: in
-    this process)."""
+    this process); local workers write their load files into `load_dir` where there is one."""
     if options.ray is not None:
         if options.jobs is not None and options.jobs < 1:
             raise IngestError(f"--jobs {options.jobs}: at least 1")
@@ -216,7 +219,7 @@ def _pool(
 
         return RayFilePool(options.ray, options.jobs, archive)
     jobs = _jobs(options.jobs, found)
-    return ProcessFilePool(jobs, *archive) if jobs > 1 else None
+    return ProcessFilePool(jobs, *archive, load_dir) if jobs > 1 else None
 
 
 # From this much JSON on, the database is closed while the first ranks are prepared (an open
@@ -408,10 +411,11 @@ def _load(
     for prepared in ranks:
         world_size = max(world_size, prepared.world_size)
         batch.add(prepared.node_tables, prepared.edge_tables)
+        batch.adopt(prepared.load_files)
         if batch.full:
             batch.flush()
-        for label, edges in prepared.edge_tables.items():
-            edge_counts[label] = edge_counts.get(label, 0) + edges.num_rows
+        for label, rows in prepared.edge_rows().items():
+            edge_counts[label] = edge_counts.get(label, 0) + rows
         parts.append(prepared.participants)
         steps.append(prepared.steps)
         summaries.append(prepared.summary)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,6 +20,9 @@ from .edgesets.native.frame import frame_source
 from .memory import release_freed
 from .parse import RankTrace
 from .steps import step_rows
+
+if TYPE_CHECKING:
+    from .batch import LoadFile
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,16 @@ class PreparedRank:
     archive_rows: pa.Table  # the native builder's source rows (`frame.FrameSource`)
     archived: bool = False  # archive_rows are already in the run's archive (a worker wrote them)
     archive_hash: str = ""  # the content hash of the archived rows' file, where `archived`
+    # the node and edge tables as files a worker wrote for the load (then the tables are empty)
+    load_files: tuple[LoadFile, ...] = ()
+
+    def edge_rows(self) -> dict[str, int]:
+        """Edges by label, whether in tables or in load files."""
+        out = {label: t.num_rows for label, t in self.edge_tables.items()}
+        for f in self.load_files:
+            if f.pair is not None:
+                out[f.label] = out.get(f.label, 0) + f.rows
+        return out
 
 
 def prepare_rank(

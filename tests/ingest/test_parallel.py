@@ -63,6 +63,41 @@ def test_workers_give_the_same_database_on_real_traces(tmp_path: Path) -> None:
         assert dump(one) == dump(two), name
 
 
+@needs_traces
+def test_workers_that_write_the_load_files_give_the_database_one_process_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A large ingest: each worker writes its ranks' node and edge tables as load files into
+    the batch's folder and sends none back; the database, its edge counts and the archive are
+    those of one process holding its tables in memory, and no file is left."""
+    from tracegraph.ingest import pipeline
+    from tracegraph.ingest.store import GraphStore
+
+    loaded: list[str] = []
+    copy_files = GraphStore.copy_files
+
+    def counted(store: GraphStore, label: str, paths: list[Path], pair: object = None) -> None:
+        loaded.extend(p.name for p in paths)
+        copy_files(store, label, paths, pair)  # type: ignore[arg-type]
+
+    for name in ("cpu_ddp_2r_faults", "hta/trace_filter"):
+        held, files = tmp_path / name.replace("/", "_") / "held", tmp_path / name / "files"
+        ingest([TRACES / name], held, IngestOptions(run="job", jobs=1))
+        with monkeypatch.context() as m:
+            m.setattr(pipeline, "LARGE_FROM_BYTES", 0)
+            m.setattr(GraphStore, "copy_files", counted)
+            ingest([TRACES / name], files, IngestOptions(run="job", jobs=2))
+        assert loaded and not any(n.startswith("main-") for n in loaded), loaded  # workers'
+        loaded.clear()
+        assert dump(files) == dump(held), name
+        with GraphStore(held) as a, GraphStore(files) as b:
+            counts = "MATCH (r:Run) RETURN r.edge_counts"
+            assert a.run(counts).table.to_pylist() == b.run(counts).table.to_pylist()
+        got, want = archived(files), archived(held)
+        assert got.keys() == want.keys() and all(got[k].equals(want[k]) for k in want)
+        assert [p.name for p in files.parent.iterdir() if p.name.startswith(".")] == []
+
+
 def test_a_file_read_in_blocks_is_prepared_here_beside_the_workers(tmp_path: Path) -> None:
     """A merged file above the block-reading size stays in this process; the per-rank files
     after it go to workers; ranks load in file order either way."""
