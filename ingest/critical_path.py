@@ -91,6 +91,22 @@ class _Dag:
         self.has_up = self.up_edge >= 0
         self.anchor, self.jumps = self._compress()
         self.junction_order = self._junction_order()
+        # each junction's incoming edges, junction by junction in that order (in in_order's
+        # order within one): what every weighting reads at the junctions, gathered once
+        order = np.array(self.junction_order, np.int64)
+        counts = self.in_start[order + 1] - self.in_start[order]
+        into = (
+            self.in_order[
+                np.concatenate([np.arange(self.in_start[j], self.in_start[j + 1]) for j in order])
+            ]
+            if len(order)
+            else np.zeros(0, np.int64)
+        )
+        self.into_junctions = into
+        self.into_src = src[into]
+        self._into = into.tolist()
+        self._into_anchor = self.anchor[self.into_src].tolist()
+        self._into_counts = counts.tolist()
 
     def _compress(self) -> tuple[np.ndarray, list[tuple[np.ndarray, np.ndarray]]]:
         """Nearest junction-or-source above every node along single incoming edges, by pointer
@@ -149,26 +165,28 @@ class _Dag:
         off[has_up] = weight[self.up_edge[has_up]]
         for moving, above in self.jumps:
             off[moving] += off[above]  # the right side is read whole before any is written
-        anchor = self.anchor
-        base = np.zeros(n, np.int64)  # distance of junctions (sources stay 0)
         best_edge = np.where(has_up, self.up_edge, -1)
+        base = np.zeros(n, np.int64)  # distance of junctions (sources stay 0)
         if self.junction_order:
-            src_l, w_l = self.src.tolist(), weight.tolist()
-            anchor_l, off_l = anchor.tolist(), off.tolist()
-            base_l = base.tolist()
-            in_order, in_start = self.in_order, self.in_start
-            for j in self.junction_order:
+            w_l = weight[self.into_junctions].tolist()
+            off_l = off[self.into_src].tolist()
+            anchors, into = self._into_anchor, self._into
+            reached: dict[int, int] = {}  # junction → its distance (a source's is 0)
+            chosen: list[int] = []
+            i = 0
+            for j, count in zip(self.junction_order, self._into_counts, strict=True):
                 best: int | None = None
-                chosen = -1
-                for e in in_order[in_start[j] : in_start[j + 1]].tolist():
-                    s = src_l[e]
-                    value = base_l[anchor_l[s]] + off_l[s] + w_l[e]
+                by = -1
+                for k in range(i, i + count):
+                    value = reached.get(anchors[k], 0) + off_l[k] + w_l[k]
                     if best is None or value > best:
-                        best, chosen = value, e
-                base_l[j] = best if best is not None else 0
-                best_edge[j] = chosen
-            base = np.array(base_l, np.int64)
-        return base[anchor] + off, best_edge
+                        best, by = value, into[k]
+                i += count
+                reached[j] = best if best is not None else 0
+                chosen.append(by)
+            base[self.junction_order] = list(reached.values())
+            best_edge[self.junction_order] = chosen
+        return base[self.anchor] + off, best_edge
 
     def backtrack(self, end: int, best_edge: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         edges: list[int] = []
