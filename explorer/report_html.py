@@ -16,6 +16,7 @@ import pyarrow as pa
 from tracegraph.ingest.python_frames import readable
 from tracegraph.queries.report import HTA_MODE, Report
 from tracegraph.queries.report.analyses import SHARE_NAMES
+from tracegraph.queries.report.ranks import rank_ranges
 
 from .names import shorten_all
 from .report_view import TITLES, _in_us, finding_figures, finding_where
@@ -61,7 +62,7 @@ def report_html(report: Report, db: str) -> str:
         f"<title>tracegraph report: {html.escape(report.run)}</title>",
         f"<style>{STYLE}</style></head><body>",
         f"<h1>Run {html.escape(report.run)}</h1>",
-        f"<p>{html.escape(db)} · rank(s) {', '.join(map(str, report.ranks))}{step} · {mode}</p>",
+        f"<p>{html.escape(db)} · rank(s) {rank_ranges(report.ranks)}{step} · {mode}</p>",
         "<h2>Findings, most costly first</h2>",
         _findings(report),
         "<h2>Step time per rank</h2>",

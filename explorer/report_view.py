@@ -14,6 +14,7 @@ from tracegraph.ingest.errors import TracegraphError
 from tracegraph.queries.report import HTA_MODE, Report
 from tracegraph.queries.report.compare import RunComparison
 from tracegraph.queries.report.findings import Finding
+from tracegraph.queries.report.ranks import rank_ranges, ranks_phrase
 
 from . import output
 
@@ -86,7 +87,7 @@ def write_report(
         chosen = findings_table(report) if table in (None, "findings") else report.tables[table]
         out.write(output.render(chosen, "csv"))
         return
-    ranks = ", ".join(str(r) for r in report.ranks)
+    ranks = rank_ranges(report.ranks)
     mode = (
         "HTA 0.5.0-compatible: whole µs, the last ProfilerStep left out, as HTA computes them"
         if report.mode == HTA_MODE
@@ -123,9 +124,7 @@ def _write_findings(out: TextIO, report: Report, db: Path) -> None:
 
 
 def finding_where(f: Finding) -> str:
-    ranks = f.all_ranks
-    where = f"rank {ranks[0]}" if len(ranks) == 1 else "ranks " + ", ".join(map(str, ranks))
-    return where + ("" if f.step is None else f" step {f.step}")
+    return ranks_phrase(f.all_ranks) + ("" if f.step is None else f" step {f.step}")
 
 
 def finding_figures(f: Finding) -> str:

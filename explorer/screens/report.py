@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.widgets import DataTable, Header, Static, TabbedContent, TabPane
 
 from tracegraph.queries.report import Report, build_report
+from tracegraph.queries.report.ranks import rank_ranges
 
 from .. import keymap
 from ..messages import EventChosen, QueryFailed, ReportLoaded
@@ -85,7 +86,7 @@ class ReportScreen(ExplorerScreen):
             [
                 "" if f.saving_ns_per_step is None else f"{f.saving_ns_per_step / 1e3:,.0f}",
                 f"{f.cost_ns_per_step / 1e3:,.0f}",
-                ",".join(str(r) for r in f.all_ranks),
+                rank_ranges(f.all_ranks),
                 _step(f.step),
                 f.kind,
                 f.title,

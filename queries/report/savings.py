@@ -26,6 +26,7 @@ from tracegraph.ingest.edgesets.native.window import STEP_ANNOTATION
 from tracegraph.ingest.python_frames import readable
 
 from .findings import Finding, listing
+from .ranks import ranks_phrase
 
 
 @dataclass(frozen=True)
@@ -165,16 +166,12 @@ def folded(findings: Sequence[Finding], steps: list[_Step]) -> list[Finding]:
             ranks=ranks,
             cost_ns_per_step=sum(f.cost_ns_per_step for f in group) // len(group),
             events=sum(f.events for f in group),
-            detail=f"on ranks {_ranks(ranks)}; on rank {first.rank}: {first.detail}",
+            detail=f"on {ranks_phrase(ranks)}; on rank {first.rank}: {first.detail}",
             work=tuple(w for f in group for w in f.work),
             times=tuple(t for f in group for t in f.times),
         )
         out.append(replace(joint, saving_ns_per_step=_saving(joint, steps)))
     return out
-
-
-def _ranks(ranks: tuple[int, ...]) -> str:
-    return ", ".join(str(r) for r in ranks)
 
 
 # ---- the straggler ------------------------------------------------------------------------------
