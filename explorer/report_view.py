@@ -19,6 +19,8 @@ from tracegraph.queries.report.ranks import rank_ranges, ranks_phrase
 from . import output
 
 TITLES = {
+    "spread": "per step across ranks: GPU compute and lateness at the collectives, and the ranks "
+    "that stand out (above the median by 3.5 robust deviations, at least 3.5% of the step)",
     "steps": "per step: its GPU work (launched in the step), busy, idle and exposed communication",
     "temporal": "temporal breakdown: GPU span from first start to last end, by what filled it",
     "overlap": "communication overlapped by compute",
@@ -35,6 +37,7 @@ TITLES = {
 
 
 EMPTY = {
+    "spread": "no ProfilerStep annotations (HTA-compatible: not computed)",
     "steps": "no ProfilerStep annotations",
     "collectives": "no collective matched across ranks",
     "collective_ranks": "no collective matched across ranks",

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.ingest import schema
 from tracegraph.ingest.parse import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, IngestResult
@@ -283,3 +284,12 @@ def dump(db: Path) -> dict[str, list[dict]]:
                     (r["a"], r["b"]) for r in rows(store, cypher)
                 )
     return out
+
+
+def synthetic_db(config: SyntheticConfig, folder: Path, run: str) -> Path:
+    """A database of `run`: the synthetic job `config`'s per-rank files, written in `folder`."""
+    import tracegraph
+
+    db = folder / f"{run}.kuzu"
+    tracegraph.open(db).ingest(*write_per_rank(config, folder / f"{run}-traces"), run=run)
+    return db

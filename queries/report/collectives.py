@@ -1,6 +1,7 @@
 """Collectives across ranks: per instance the arrival skew, each rank's wait, the latency, the
 message size and bandwidth where the trace records sizes; per rank how often it arrived last and
-the wait it caused; per step the straggler.
+the wait it caused; per step the straggler, and each rank's lateness (its largest arrival after
+the median of the other participants', at the step's collectives: the straggler's measure).
 
 Arrival is a participant's start (the NCCL/RCCL kernel's on a GPU rank, the `gloo:*` range's on
 a CPU rank), on clocks aligned as the native cross-rank path aligns them (ingest/clocks.py: from
@@ -151,9 +152,10 @@ def collective_rows(
     windows: dict[int, list[StepWindow]],
     step: int | None = None,
     hosts: dict[int, str | None] | None = None,
-) -> tuple[list[Row], list[Row], list[Row]]:
-    """(per instance, per rank, per step) rows: see the module docstring; with `step`, only
-    the instances of that step (and the per-rank figures over them)."""
+) -> tuple[list[Row], list[Row], list[Row], dict[tuple[int, int], int]]:
+    """(per instance, per rank, per step) rows and (step, rank) → lateness: see the module
+    docstring; with `step`, only the instances of that step (and the per-rank figures over
+    them)."""
     offsets = clock_offsets(p, hosts)
     shift = np.array([offsets.get(int(r), 0) for r in p.rank], np.int64)
     arrive, leave = p.ts - shift, p.end - shift
@@ -164,6 +166,7 @@ def collective_rows(
     # (step, rank) → the instance where that rank, last, made each other rank wait longest:
     # (wait per other rank, lateness, collective, the late participant's event)
     worst: dict[tuple[int, int], tuple[int, int, str, int]] = {}
+    lateness: dict[tuple[int, int], int] = {}
     for sel in _groups(p):
         last = sel[np.lexsort((p.rank[sel], arrive[sel]))[-1]]
         at_step = _step_of(int(p.rank[last]), int(p.anchor[last]), windows)
@@ -184,6 +187,11 @@ def collective_rows(
             late = int(arrive[last] - np.median(arrive[sel][sel != last]))
             if each > worst.get((at_step, last_rank), (-1, 0, "", -1))[0]:
                 worst[(at_step, last_rank)] = (each, late, f"{name} #{seq}", int(p.event[last]))
+            afters = arrive[sel] - median_of_others(arrive[sel])
+            for j, after in zip(sel.tolist(), afters.tolist(), strict=True):
+                key = (at_step, int(p.rank[j]))
+                if key not in lateness or after > lateness[key]:
+                    lateness[key] = int(after)
         latency = int(leave[sel].min() - arrive[last])
         size = _message_bytes(name, p.args[last])
         instances.append(
@@ -226,7 +234,26 @@ def collective_rows(
         )
         stragglers.append({"step": number, "rank": rank, "wait_caused_ns": each,
                            "late_ns": late, "collective": at, "event": event})  # fmt: skip
-    return instances, per_rank, stragglers
+    return instances, per_rank, stragglers, lateness
+
+
+def median_of_others(values: np.ndarray) -> np.ndarray:
+    """Per value, the median of all the others (as np.median of the array without it)."""
+    n = len(values)
+    if n < 2:
+        return np.zeros(n)
+    order = np.argsort(values, kind="stable")
+    ranked = values[order].astype(np.float64)
+    position = np.empty(n, np.int64)
+    position[order] = np.arange(n)
+
+    def kth_without(k: int) -> np.ndarray:  # the k-th smallest of the others, per value
+        return np.where(k < position, ranked[k], ranked[min(k + 1, n - 1)])
+
+    m = n - 1  # the others' count
+    if m % 2:
+        return kth_without(m // 2)
+    return (kth_without(m // 2 - 1) + kth_without(m // 2)) / 2
 
 
 def _step_of(rank: int, ts: int, windows: dict[int, list[StepWindow]]) -> int | None:

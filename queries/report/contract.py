@@ -41,6 +41,16 @@ def _bound_json(bound: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _spread_json(row: dict[str, Any]) -> dict[str, Any]:
+    """One metric's spread over the ranks in a step, in µs, and the ranks that stand out."""
+    return {
+        "ranks": row["ranks"],
+        **{k.replace("_ns", "_us"): _us(row[k]) for k in ("min_ns", "p50_ns", "p90_ns", "max_ns")},
+        "max_rank": row["max_rank"],
+        "outliers": [int(r) for r in row["outliers"].split()],
+    }
+
+
 def report_json(report: Report) -> dict[str, Any]:
     t = {name: table.to_pylist() for name, table in report.tables.items()}
     temporal = {r["rank"]: r for r in t["temporal"]}
@@ -122,6 +132,9 @@ def report_json(report: Report) -> dict[str, Any]:
         )
         bound = report.bound_by.get(number)
         entry["bound_by"] = None if bound is None else _bound_json(bound)
+        entry["across_ranks"] = {
+            s["metric"]: _spread_json(s) for s in t.get("spread", ()) if s["step"] == number
+        }
     return {
         "run": report.run,
         "mode": report.mode,

@@ -45,6 +45,8 @@ from .savings import (
     transfer_only,
     with_savings,
 )
+from .spread import SCHEMA as SPREAD_SCHEMA
+from .spread import spread_rows, step_medians
 from .steps import StepWindow, rows_in, step_figures, step_windows
 
 DEFAULT_TOP = 10
@@ -136,7 +138,7 @@ def build_report(
         found += cpu_findings(rank_events)
     bound_by: dict[int, dict[str, object]] = {}
     if not hta_compatible:
-        instances, per_rank, _ = collectives.collective_rows(
+        instances, per_rank, _, lateness = collectives.collective_rows(
             collectives.participants(store, source.run),
             every_step,
             step,
@@ -144,6 +146,11 @@ def build_report(
         )
         rows["memory"] = memory_rows(store, source.run, wanted)
         rows["collectives"], rows["collective_ranks"] = instances, per_rank
+        computed = {(r["step"], r["rank"]): r["compute_ns"] for r in rows["steps"]}
+        medians = step_medians(rows["steps"])
+        rows["spread"] = spread_rows("compute", computed, medians) + spread_rows(
+            "late", lateness, medians
+        )
         # the story (what bound each step, who was late, what fixing each finding saves) is
         # the native path's, built here in memory: the same computation `path` and `edges
         # --native` show
@@ -255,6 +262,7 @@ def _rank_sources(
 
 _I, _F, _S = pa.int64(), pa.float64(), pa.string()
 TABLES = {
+    "spread": SPREAD_SCHEMA,
     "steps": pa.schema(
         [("rank", _I), ("step", _I), ("step_ns", _I), ("gpu_work", _I), ("kernel_time_ns", _I),
          ("busy_ns", _I), ("idle_ns", _I), ("compute_ns", _I), ("exposed_communication_ns", _I)]

@@ -9,9 +9,11 @@ import numpy as np
 import pytest
 
 import tracegraph
-from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
+from tracegraph.examples.synthetic import SyntheticConfig
 from tracegraph.ingest.edgesets.native.edge_set import build_run
 from tracegraph.ingest.edgesets.native.edges import KERNEL_LAUNCH_DELAY, THREAD_DEPENDENCY
+
+from ...conftest import synthetic_db
 
 GLOO = Path(__file__).resolve().parents[2] / "data" / "gloo_4r"
 # one rank: the main thread sits in `## backward ##` while the autograd thread runs backward
@@ -20,10 +22,7 @@ ONE_RANK = SyntheticConfig(ranks=1, steps=2, layers=8, stall_every=0, slow_gap_e
 
 @pytest.fixture(scope="module")
 def one_rank(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    folder = tmp_path_factory.mktemp("one")
-    db = folder / "one.kuzu"
-    tracegraph.open(db).ingest(*write_per_rank(ONE_RANK, folder / "traces"), run="one")
-    return db
+    return synthetic_db(ONE_RANK, tmp_path_factory.mktemp("one"), "one")
 
 
 def test_the_blocked_main_thread_is_not_charged_the_backward(one_rank: Path) -> None:
