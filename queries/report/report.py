@@ -159,8 +159,10 @@ def build_report(
         paths = [p for p in built.paths if step is None or p.step == f"ProfilerStep#{step}"]
         rows["stragglers"] = _straggler_rows(paths, source.run_idx)
         bound_by = _bound_by(paths, steps)
-        found = with_savings(transfer_only(found, paths), steps)
-        found = folded(found, steps) + straggler_findings(paths, steps, source.run_idx)
+        # folded first: a saving is a what-if over the whole step graph, so at many ranks one
+        # per folded line, not one per rank
+        found = with_savings(folded(transfer_only(found, paths)), steps)
+        found += straggler_findings(paths, steps, source.run_idx)
     tables = {name: pa.Table.from_pylist(rows[name], schema=TABLES[name]) for name in TABLES}
     return Report(
         source.run,

@@ -146,9 +146,10 @@ def ranked(findings: Sequence[Finding]) -> list[Finding]:
     )
 
 
-def folded(findings: Sequence[Finding], steps: list[_Step]) -> list[Finding]:
-    """Findings of one kind (and step) on several ranks as one, naming the ranks; its saving is
-    that of fixing it on all of them, its cost the ranks' mean."""
+def folded(findings: Sequence[Finding]) -> list[Finding]:
+    """Findings of one kind (and step) on several ranks as one, naming the ranks and told by
+    the rank where it costs most; its work is all of theirs (so its saving, `with_savings`, is
+    that of fixing it on all of them), its cost the ranks' mean."""
     groups: dict[tuple[str, int | None, int], list[Finding]] = {}
     for i, f in enumerate(findings):
         alone = i if f.kind == "straggler" else -1  # each late rank's story is its own
@@ -158,7 +159,7 @@ def folded(findings: Sequence[Finding], steps: list[_Step]) -> list[Finding]:
         if len(group) == 1:
             out.append(group[0])
             continue
-        group.sort(key=lambda f: -(f.saving_ns_per_step or 0))
+        group.sort(key=lambda f: (-f.cost_ns_per_step, f.rank))
         first = group[0]
         ranks = tuple(sorted(f.rank for f in group))
         joint = replace(
@@ -170,7 +171,7 @@ def folded(findings: Sequence[Finding], steps: list[_Step]) -> list[Finding]:
             work=tuple(w for f in group for w in f.work),
             times=tuple(t for f in group for t in f.times),
         )
-        out.append(replace(joint, saving_ns_per_step=_saving(joint, steps)))
+        out.append(joint)
     return out
 
 
