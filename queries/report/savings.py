@@ -79,31 +79,33 @@ def _saving(finding: Finding, steps: list[_Step]) -> int | None:
     mine = [s for s in steps if ranks & set(s.index)]
     if not mine:
         return None
+    on_gpu = finding.work_kind in ("gpu", "gpu_idle")
     total = 0
     for s in mine:
+        # one array for every rank's work (a folded finding names up to all of them)
         cut = np.zeros(len(s.graph.weight), np.int64)
+        gpu_parts: list[tuple[int, np.ndarray]] = []
         for rank, events in finding.work:
-            if rank in s.index:
-                cut = np.maximum(cut, _cut(s, finding.work_kind, s.index[rank], events))
+            if rank not in s.index:
+                continue
+            g = s.index[rank]
+            rows = s.graph.graphs[g].clip.position_of(np.asarray(events, np.int64))
+            rows = rows[rows >= 0]
+            if not len(rows):
+                continue
+            if on_gpu:
+                gpu_parts.append((g, rows))
+            else:
+                s.savings.cut_ranges(g, rows, out=cut)
+        if gpu_parts:
+            idle_only = finding.work_kind == "gpu_idle"
+            cut = np.maximum(cut, s.savings.cut_gpu(gpu_parts, idle_only=idle_only))
         for rank, spans in finding.times:
             if rank in s.index and spans:
                 lo, hi = np.array(spans, np.int64).T
-                cut = np.maximum(cut, s.savings.cut_times(s.index[rank], lo, hi))
+                s.savings.cut_times(s.index[rank], lo, hi, out=cut)
         total += s.savings.of_cut(cut)
     return total // len(mine)
-
-
-def _cut(s: _Step, kind: str, g: int, events: tuple[int, ...]) -> np.ndarray:
-    clip = s.graph.graphs[g].clip
-    rows = clip.position_of(np.asarray(events, np.int64))
-    rows = rows[rows >= 0]
-    if len(rows) == 0:
-        return np.zeros(len(s.graph.weight), np.int64)
-    if kind == "gpu":
-        return s.savings.cut_gpu(g, rows)
-    if kind == "gpu_idle":
-        return s.savings.cut_gpu(g, rows, idle_only=True)
-    return s.savings.cut_ranges(g, rows)
 
 
 def transfer_only(findings: Sequence[Finding], paths: Sequence[CrossRankPath]) -> list[Finding]:

@@ -11,7 +11,7 @@ replaced by: another rank or thread, no longer waited for, bounds the step inste
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -67,26 +67,33 @@ class Savings:
         for g, row in ranges:
             by_graph.setdefault(g, []).append(row)
         for g, rows in by_graph.items():
-            cut = np.maximum(cut, self.cut_ranges(g, np.asarray(rows, np.int64)))
+            self.cut_ranges(g, np.asarray(rows, np.int64), out=cut)
         return self.of_cut(cut)
 
-    def cut_gpu(self, g: int, rows: np.ndarray, idle_only: bool = False) -> np.ndarray:
-        """GPU rows of graph g taking no time (their spans, their launch delays and the stream's
-        gap before them, a collective's time into their end), or with `idle_only` only the
-        wait before them: the launch delay and the stream's gap."""
-        graph, lo = self.graph, int(self.graph.base[g])
+    def cut_gpu(
+        self, parts: Sequence[tuple[int, np.ndarray]], idle_only: bool = False
+    ) -> np.ndarray:
+        """GPU rows taking no time (their spans, their launch delays and the stream's gap before
+        them, a collective's time into their end), or with `idle_only` only the wait before
+        them: the launch delay and the stream's gap. `parts`: (graph index, rows), any number
+        of ranks' at once (one pass over the step's edges)."""
+        graph = self.graph
         nodes = np.zeros(graph.n_nodes, bool)
-        nodes[lo + 2 * rows] = True
-        if not idle_only:
-            nodes[lo + 2 * rows + 1] = True
+        for g, rows in parts:
+            lo = int(graph.base[g])
+            nodes[lo + 2 * rows] = True
+            if not idle_only:
+                nodes[lo + 2 * rows + 1] = True
         into = nodes[graph.dst]
         if idle_only:
             into &= np.isin(graph.kind, (KERNEL_LAUNCH_DELAY, KERNEL_KERNEL_DELAY))
         return np.where(into, graph.weight, 0)
 
-    def cut_times(self, g: int, lo_ns: np.ndarray, hi_ns: np.ndarray) -> np.ndarray:
+    def cut_times(
+        self, g: int, lo_ns: np.ndarray, hi_ns: np.ndarray, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Every CPU edge of graph g losing its time inside [lo, hi) (trace ns, the rank's own
-        clock)."""
+        clock); into `out` (the larger of what it holds and this), where given."""
         graph, lo = self.graph, int(self.graph.base[g])
         clip = graph.graphs[g].clip
         offset = (int(clip.ts[0]) + clip.origin) * clip.unit_ns - int(graph.times[lo])
@@ -94,8 +101,10 @@ class Savings:
         thread, gpu, _, mine = self._parts(g)
         on_cpu = ~gpu[(graph.src[mine] - lo) // 2] & ~gpu[(graph.dst[mine] - lo) // 2]
         j = mine[on_cpu]
-        out = np.zeros(len(graph.weight), np.int64)
-        out[j] = covered_between(graph.times[graph.src[j]], graph.times[graph.dst[j]], union)
+        if out is None:
+            out = np.zeros(len(graph.weight), np.int64)
+        covered = covered_between(graph.times[graph.src[j]], graph.times[graph.dst[j]], union)
+        out[j] = np.maximum(out[j], covered)
         return out
 
     def cut_rank(self, g: int) -> np.ndarray:
@@ -106,11 +115,15 @@ class Savings:
         out[mine] = self.graph.weight[mine]
         return out
 
-    def cut_ranges(self, g: int, rows: np.ndarray) -> np.ndarray:
-        return self._cut(g, rows)
+    def cut_ranges(self, g: int, rows: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """How much each edge of graph g loses when these rows take no time; into `out` (the
+        larger of what it holds and this), where given: one array for many ranks' work."""
+        if out is None:
+            out = np.zeros(len(self.graph.weight), np.int64)
+        self._cut(g, rows, out)
+        return out
 
-    def _cut(self, g: int, rows: np.ndarray) -> np.ndarray:
-        """How much each edge of graph g loses when these rows take no time."""
+    def _cut(self, g: int, rows: np.ndarray, out: np.ndarray) -> None:
         graph, lo, t = self.graph, int(self.graph.base[g]), self.graph.times
         thread, gpu, launcher, mine = self._parts(g)
         src_row, dst_row = (graph.src[mine] - lo) // 2, (graph.dst[mine] - lo) // 2
@@ -118,18 +131,16 @@ class Savings:
         gpu_rows = np.nonzero(gpu & (launcher >= 0))[0]
         calls = launcher[gpu_rows]
         launched = np.zeros(len(gpu), bool)
-        out = np.zeros(len(graph.weight), np.int64)
         for th in np.unique(thread[rows]).tolist():
             sel = rows[thread[rows] == th]
             union = merged(t[lo + 2 * sel], t[lo + 2 * sel + 1])
             j = mine[on_cpu & (thread[src_row] == th) & (thread[dst_row] == th)]
-            out[j] = covered_between(t[graph.src[j]], t[graph.dst[j]], union)
+            out[j] = np.maximum(out[j], covered_between(t[graph.src[j]], t[graph.dst[j]], union))
             call_t = t[lo + 2 * calls]
             from_here = (thread[calls] == th) & (covered_between(call_t, call_t + 1, union) > 0)
             launched[gpu_rows[from_here]] = True
         k = mine[launched[dst_row]]  # into GPU work launched from inside: all of it
-        out[k] = graph.weight[k]
-        return out
+        out[k] = np.maximum(out[k], graph.weight[k])
 
     def _parts(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if g not in self._local:
