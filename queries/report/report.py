@@ -21,8 +21,11 @@ from tracegraph.ingest.archive import read_rank, run_archive
 from tracegraph.ingest.edgesets.native.crossrank import CrossRankPath
 from tracegraph.ingest.edgesets.native.edge_set import build_each_step
 from tracegraph.ingest.edgesets.native.frame import FrameSource
+from tracegraph.ingest.edgesets.native.options import NativeOptions
+from tracegraph.ingest.edgesets.native.rank_build import RankBuild, build_rank
 from tracegraph.ingest.edgesets.native.segments import heaviest_on, step_segments
 from tracegraph.ingest.edgesets.native.sources import rank_sources
+from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.edgesets.records import RunSource, pid_ranks, rank_hosts, run_source
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore
@@ -113,7 +116,14 @@ def build_report(
     if not hta_compatible:
         casts = dtype_casts(store, source.run, wanted)
         factories = factory_calls(store, source.run, wanted)
+    # every rank's graphs, built from the rows read here (else `build_each_step` reads them
+    # again), where the report is of every rank: the cross-rank paths need them all
+    builds: list[RankBuild] | None = (
+        [] if not hta_compatible and wanted == sorted(source.files) else None
+    )
     for frame_source in _rank_sources(db, store, source, wanted):
+        if builds is not None:
+            builds.append(build_rank(frame_source, NativeOptions(), Window(), all_steps=True))
         gpu = whole = read(frame_source)
         mine = windows.get(gpu.rank, [])
         if step is not None:  # the step's work; `whole` still says when the GPU was busy
@@ -154,7 +164,7 @@ def build_report(
         # the story (what bound each step, who was late, what fixing each finding saves) is
         # the native path's, built here in memory: the same computation `path` and `edges
         # --native` show
-        built = build_each_step(db, run=source.run, depth=1, store=store)  # top level only
+        built = build_each_step(db, run=source.run, depth=1, store=store, builds=builds)
         steps = step_graphs(built, step)
         paths = [p for p in built.paths if step is None or p.step == f"ProfilerStep#{step}"]
         rows["stragglers"] = _straggler_rows(paths, source.run_idx)

@@ -222,12 +222,38 @@ def build_each_step(
     run: str | None = None,
     depth: int = STORED_DEPTH,
     store: GraphStore | None = None,
+    builds: list[RankBuild] | None = None,
 ) -> BuiltRun:
-    """`build_run` over every ProfilerStep; a run without any: over the whole trace."""
-    built = build_run(db, run=run, all_steps=True, depth=depth, store=store)
+    """`build_run` over every ProfilerStep; a run without any: over the whole trace. `builds`:
+    every rank's `build_rank(..., all_steps=True)` with plain options, where the caller has
+    them (it read the ranks already): only joined across ranks here."""
+    if builds is not None and store is not None:
+        built = _joined(db, store, run, builds, NativeOptions(), depth)
+    else:
+        built = build_run(db, run=run, all_steps=True, depth=depth, store=store)
     if any(w.ok for b in built.builds for w in b.windows):
         return built
     return build_run(db, run=run, depth=depth, store=store)
+
+
+def _joined(
+    db: Path,
+    store: GraphStore,
+    run: str | None,
+    builds: list[RankBuild],
+    options: NativeOptions,
+    depth: int,
+) -> BuiltRun:
+    """Rank builds made elsewhere, joined across ranks as `build_run` joins its own."""
+    inputs = _run_inputs(db, store, run, options)
+    if sorted(b.rank for b in builds) != sorted(inputs.source.files):
+        raise EdgeSetError(f"{db}: the builds are not of every rank of the run")
+    paths, left_out = (
+        _cross_rank(builds, inputs.members, inputs.hosts, depth)
+        if options.cross_rank and len(builds) > 1
+        else ([], [])
+    )
+    return BuiltRun(inputs.source, builds, paths, left_out)
 
 
 def _cross_rank(
