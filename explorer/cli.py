@@ -22,8 +22,9 @@ from . import options
 # `report --format csv --table`: the findings, the report's tables (queries/report/report.py
 # TABLES, which a test holds this to) and the kernels and ops
 REPORT_TABLES = (
-    "findings", "spread", "steps", "temporal", "overlap", "kernel_types", "top_kernels", "idle", "launches",
-    "queues", "memory", "collectives", "collective_ranks", "stragglers", "kernels", "ops",
+    "findings", "spread", "steps", "temporal", "overlap", "kernel_types", "top_kernels", "idle",
+    "launches", "queues", "memory", "collectives", "collective_ranks", "stragglers", "kernels",
+    "ops",
 )  # fmt: skip
 
 

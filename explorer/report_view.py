@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 from typing import TextIO
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -17,6 +18,8 @@ from tracegraph.queries.report.findings import Finding
 from tracegraph.queries.report.ranks import rank_ranges, ranks_phrase
 
 from . import output
+
+MANY_RANKS = 16  # past this many ranks, the text's per-rank tables keep the ranks that matter
 
 TITLES = {
     "spread": "per step across ranks: GPU compute and lateness at the collectives, and the ranks "
@@ -100,15 +103,42 @@ def write_report(
     out.write(f"run '{report.run}', rank(s) {ranks} — {mode}\n")
     if report.mode != HTA_MODE:
         _write_findings(out, report, db)
+    kept = ranks_that_matter(report) if len(report.ranks) > MANY_RANKS else None
     for name, rows in report.tables.items():
         out.write(f"\n{TITLES[name]}:\n")
         if rows.num_rows == 0:
             out.write(f"  none ({EMPTY.get(name, 'no GPU activity')})\n")
             continue
+        if kept is not None and "rank" in rows.column_names:
+            rows = rows.filter(pc.is_in(rows["rank"], pa.array(kept, pa.int64())))
+            out.write(
+                f"  (ranks {rank_ranges(kept)} of {len(report.ranks)}: those that stand out, the "
+                f"findings' and stragglers' and a typical one; every rank: --format csv --table "
+                f"{name})\n"
+            )
         hidden = [c for c in rows.column_names if c in ("names", "waits_ns")]
         shown = _in_us(rows.drop_columns(hidden))
         text = output.render(shown, max_width=width)
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
+
+
+def ranks_that_matter(report: Report) -> list[int]:
+    """The ranks the text's per-rank tables keep for a job of many ranks: those that stand out
+    in a step (`spread`), each finding's and each step's straggler, and a typical rank (the
+    median GPU compute of the first step) to read them against."""
+    named: set[int] = set()
+    for row in report.tables["spread"].to_pylist():
+        named.update(int(r) for r in row["outliers"].split())
+    named.update(f.rank for f in report.findings)
+    named.update(report.tables["stragglers"]["rank"].to_pylist())
+    steps = report.tables["steps"]
+    if steps.num_rows:
+        first = steps.filter(pc.equal(steps["step"], pc.min(steps["step"])))
+        order = np.lexsort((first["rank"].to_numpy(), first["compute_ns"].to_numpy()))
+        named.add(int(first["rank"][int(order[(len(order) - 1) // 2])].as_py()))
+    else:
+        named.add(report.ranks[0])
+    return sorted(named & set(report.ranks))
 
 
 def _write_findings(out: TextIO, report: Report, db: Path) -> None:
