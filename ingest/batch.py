@@ -13,7 +13,6 @@ its own: the tables never travel between processes.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import pyarrow as pa
 from . import schema
 from .errors import IngestError
 from .memory import mapped_blocks, release_freed
+from .spill import aside_folder
 from .store import GraphStore, edge_pairs
 
 BATCH_ROWS = 4_000_000
@@ -169,10 +169,7 @@ class _Files:
     their ranks came."""
 
     def __init__(self, spill_at: Path) -> None:
-        try:
-            self.folder = Path(tempfile.mkdtemp(prefix=f"{spill_at.name}-", dir=spill_at.parent))
-        except OSError as exc:
-            raise IngestError(f"{spill_at.parent}: cannot write there ({exc.strerror})") from exc
+        self.folder = aside_folder(spill_at, "rows")
         self.paths: dict[tuple[str, Pair], list[Path]] = {}
         self.written = 0
 

@@ -183,7 +183,6 @@ def _ingest(
             result = _load(
                 batch, _archived(prepared, writer), run, run_idx, files, ingested_at, writer.seal
             )
-            batch.close()
             writer.finish(ingested_at)  # in place before the database that names it
             dropped = _dropped_events(result.ranks)
             result = replace(result, skipped=(*skipped, *dropped), work=tuple(work))
@@ -194,11 +193,12 @@ def _ingest(
         for stream in (prepared, traces):
             if stream is not None:
                 stream.close()
-        if batch is not None:  # after the workers that write into it are gone
-            batch.close()
         if writer is not None and not (store is not None and store.swapped):
             writer.abandon(ingested_at)
         raise
+    finally:
+        if batch is not None:  # after the workers that write into it are gone
+            batch.close()
     if replaced is not None:
         shutil.rmtree(replaced, ignore_errors=True)
     return result

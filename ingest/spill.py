@@ -20,19 +20,24 @@ PLAIN_UP_TO = 32 << 20
 Key = tuple[str, int | None]  # (what the key is, its value)
 
 
+def aside_folder(at: Path | None, what: str) -> Path:
+    """A new folder for `what` set aside on disk: named after `at`, beside it (where a killed
+    ingest's leftovers are swept: `read.sweep_spills`), else in the system's temp folder."""
+    where = Path(tempfile.gettempdir()) if at is None else at.parent
+    try:
+        if at is None:
+            return Path(tempfile.mkdtemp(prefix="tracegraph-spill-"))
+        return Path(tempfile.mkdtemp(prefix=f"{at.name}-", dir=at.parent))
+    except OSError as exc:
+        raise IngestError(f"{where}: cannot set {what} aside there ({exc.strerror})") from exc
+
+
 class Spill:
     """Arrow IPC pieces in a folder of their own (removed by `close`), read back per key set in
     the order the rows were added (they are sorted by `order_by`)."""
 
     def __init__(self, at: Path | None, order_by: str) -> None:
-        where = Path(tempfile.gettempdir()) if at is None else at.parent
-        try:
-            if at is None:
-                self.folder = Path(tempfile.mkdtemp(prefix="tracegraph-spill-"))
-            else:
-                self.folder = Path(tempfile.mkdtemp(prefix=f"{at.name}-", dir=at.parent))
-        except OSError as exc:
-            raise IngestError(f"{where}: cannot set events aside there ({exc.strerror})") from exc
+        self.folder = aside_folder(at, "events")
         self.order_by = order_by
         self.pieces: dict[Key, list[Path]] = {}  # every key set aside, with its pieces
         self.held: dict[Key, list[pa.Table]] = {}  # rows not written yet
