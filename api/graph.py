@@ -11,6 +11,7 @@ script that only queries never pays for the rest.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from .ingest.edgesets.hta.edge_set import EdgeSetResult as HtaEdgeSetResult
     from .ingest.edgesets.native.edge_set import NativeEdgeSetResult
     from .ingest.edgesets.native.options import NativeOptions
+    from .ingest.full_ranks import FullRanks
     from .ingest.pipeline import IngestResult
     from .queries.crossrank import StepVerdict
     from .queries.diff import EdgeSetDiff
@@ -64,6 +66,8 @@ class Graph:
         jobs: int | None = None,
         ray: str | None = None,
         replace: bool = False,
+        summary: bool = False,
+        full_ranks: Sequence[int] | str | None = None,
         progress: Progress | None = None,
     ) -> IngestResult:
         """Ingest trace files or folders (per rank, or merged) as one run; all or nothing.
@@ -74,7 +78,10 @@ class Graph:
         parse files in parallel (None: the cores, where there are several large files); `ray`
         ("auto", "local" or a cluster's address) parses them as Ray tasks instead (a Ray the
         caller initialized is used as it is); `replace` replaces a run of the same name (in
-        the same all-or-nothing write)."""
+        the same all-or-nothing write); `summary` keeps of each rank a summary (its steps,
+        collective arrivals, per-rank figures and findings), not its events (the fleet tier:
+        `queries.report.summary_tier`), and then loads the events of `full_ranks` ("auto":
+        those the summary points at and a typical one; or a list) in the same write."""
         from .ingest.parse import ParseOptions
         from .ingest.pipeline import IngestOptions
         from .ingest.pipeline import ingest as ingest_files
@@ -87,10 +94,65 @@ class Graph:
             max_json_bytes=max_json_bytes,
             max_gzip_ratio=max_gzip_ratio,
         )
+        summarise = None
+        if summary:
+            from .queries.report.summary_tier import summary_tables
+
+            summarise = summary_tables
         options = IngestOptions(
-            run=run, parse=parse, recursive=recursive, jobs=jobs, ray=ray, replace=replace
+            run=run,
+            parse=parse,
+            recursive=recursive,
+            jobs=jobs,
+            ray=ray,
+            replace=replace,
+            summarise=summarise,
         )
-        return ingest_files([Path(p) for p in paths], self.path, options, progress)
+        if full_ranks is None:
+            return ingest_files([Path(p) for p in paths], self.path, options, progress)
+        if not summary:
+            raise TracegraphError("--full-ranks: with --summary (a full ingest loads every rank)")
+        from .ingest.full_ranks import load_full_ranks
+
+        loaded = []
+
+        def then_full(result: IngestResult, store: GraphStore) -> None:
+            ranks = [r.rank for r in result.ranks]
+            chosen = self._full_choice(store, result.run, ranks, full_ranks)
+            loaded.append(load_full_ranks(self.path, store, result.run, chosen, progress))
+
+        result = ingest_files([Path(p) for p in paths], self.path, options, progress, then_full)
+        return dataclasses.replace(result, full=loaded[0])
+
+    def load_full_ranks(
+        self,
+        ranks: Sequence[int] | str = "auto",
+        *,
+        run: str | None = None,
+        progress: Progress | None = None,
+    ) -> FullRanks:
+        """Load the events of summary ranks of a summary run (`ingest(summary=True)`) from their
+        trace files: `ranks`, or "auto": those its report points at (the ranks that stand out
+        in a step, each step's straggler) and a typical one as a baseline; all or nothing."""
+        from .ingest.full_ranks import make_full
+
+        def choose(store: GraphStore, name: str, summary: list[int]) -> Sequence[int]:
+            return self._full_choice(store, name, summary, ranks)
+
+        return make_full(self.path, run, choose, progress)
+
+    def _full_choice(
+        self, store: GraphStore, run: str, summary: list[int], ranks: Sequence[int] | str
+    ) -> list[int]:
+        if not isinstance(ranks, str):
+            return sorted(set(int(r) for r in ranks))
+        if ranks != "auto":
+            raise TracegraphError(f"--full-ranks {ranks}: auto, or a list of ranks (0,5,7)")
+        from .queries.report.report import build_report
+        from .queries.report.summary_tier import auto_full_ranks
+
+        report = build_report(self.path, store, run)
+        return auto_full_ranks(report.tables, summary)
 
     def edges(
         self,
@@ -352,12 +414,21 @@ class Graph:
         """Write the run (or one `rank`) as Chrome trace JSON to `out` (for ui.perfetto.dev):
         its events, `edge_set`'s critical path as flow arrows, the report's findings as
         instant events. Written whole or not at all; the counts of what was written."""
+        from .ingest.edgesets.records import run_source
         from .queries.perfetto import write_chrome_trace
         from .queries.report import build_report
 
         target = Path(out)
         with self.reading() as store:
             name, run_idx = self._run_with(store, run, edge_set)
+            source = run_source(store, name)
+            source.events_needed(self.path, "a Perfetto trace")
+            if rank is not None and rank in source.summarised:
+                raise TracegraphError(
+                    f"{self.path}: rank {rank} of run '{name}' is a summary (ingest --summary): "
+                    "no events to export; load it with `tracegraph ingest --db DB --full-ranks "
+                    f"{rank}`"
+                )
             ranks = None if rank is None else [rank]
             shown = build_report(self.path, store, name, ranks=ranks).findings if findings else ()
             try:

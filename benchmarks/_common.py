@@ -155,9 +155,11 @@ def cached_merged(config: SyntheticConfig, rank_in_args: bool = True) -> Path:
 
 
 def cached_per_rank(config: SyntheticConfig) -> list[Path]:
-    """The cached per-rank synthetic files for `config` (rank{r}.trace.json), written once."""
+    """The cached per-rank synthetic files for `config` (rank{r}.trace.json), written once
+    (keyed by the whole config: a late rank or a fault is another job)."""
     shape = f"r{config.ranks}-s{config.steps}-l{config.layers}-seed{config.seed}"
-    folder = CACHE / f"per-rank-{shape}-{generator_tag()}"
+    every = hashlib.sha1(repr(config).encode()).hexdigest()[:8]
+    folder = CACHE / f"per-rank-{shape}-{every}-{generator_tag()}"
     if not folder.exists():
         note(f"writing {folder}/")
         partial = folder.with_name(f".{folder.name}.{os.getpid()}.partial")

@@ -10,6 +10,7 @@ the commit), then the arithmetic for a larger job on N nodes:
 
     python benchmarks/ray_fleet.py                      # 256 ranks, 2 CPUs
     python benchmarks/ray_fleet.py --ranks 64 --repeat 3 --project 4096
+    python benchmarks/ray_fleet.py --summary            # the summary tier (ingest --summary)
 """
 
 from __future__ import annotations
@@ -46,9 +47,12 @@ ray_pool.RayFilePool.__init__ = timed("start_s", pool_init)
 ray_pool.RayFilePool.result = timed("waited_s", pool_result)
 
 ray = None if sys.argv[2] == "none" else sys.argv[2]
+summarise = None
+if sys.argv[4] == "summary":
+    from tracegraph.queries.report.summary_tier import summary_tables as summarise
 t = time.perf_counter()
 result = ingest([Path(sys.argv[3])], Path(sys.argv[1]), IngestOptions(run="fleet", jobs=None if ray
-                else 1, ray=ray))
+                else 1, ray=ray, summarise=summarise))
 print(json.dumps({"work_s": time.perf_counter() - t, "ranks": len(result.ranks), **spent,
                   "files": [[w.work_s, w.peak_rss_bytes] for w in result.work]}))
 """
@@ -61,6 +65,7 @@ def main() -> int:
     parser.add_argument("--layers", type=int, default=60, help="per rank: ~26 KB of JSON each")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--project", type=int, default=4096, help="ranks of the projected job")
+    parser.add_argument("--summary", action="store_true", help="ingest --summary, both ways")
     args = parser.parse_args()
     files = cached_per_rank(SyntheticConfig(ranks=args.ranks, steps=2, layers=args.layers))
     folder = files[0].parent
@@ -76,8 +81,9 @@ def main() -> int:
             note(f"round {round_ + 1}: {key}")
             scratch = Path(tempfile.mkdtemp(prefix="tg-fleet-"))
             try:
+                tier = "summary" if args.summary else "full"
                 run = run_child([sys.executable, "-c", CHILD, str(scratch / "f.kuzu"), mode,
-                                 str(folder)])  # fmt: skip
+                                 str(folder), tier])  # fmt: skip
             finally:
                 shutil.rmtree(scratch, ignore_errors=True)
             walls[key].append(run.wall_s)
@@ -94,8 +100,9 @@ def main() -> int:
     t_worker = statistics.mean(worker_s)
     t_main = median(main_s) / args.ranks
     t_start = median(start_s)
-    print(f"{args.ranks} per-rank files, {size / 1e6:,.0f} MB of JSON; local Ray instance of "
-          f"{RAY_CPUS} CPUs; medians of {args.repeat}")  # fmt: skip
+    tier = "summary tier (--summary)" if args.summary else "every event"
+    print(f"{tier}: {args.ranks} per-rank files, {size / 1e6:,.0f} MB of JSON; local Ray "
+          f"instance of {RAY_CPUS} CPUs; medians of {args.repeat}")  # fmt: skip
     print_table(
         ["", "wall s", "speed-up", "main process peak RSS MiB"],
         [

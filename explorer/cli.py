@@ -125,7 +125,10 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("ingest", help="load trace files or folders (per-rank or merged) as one run")
-    p.add_argument("paths", nargs="+", type=Path, metavar="PATH")
+    p.add_argument(
+        "paths", nargs="*", type=Path, metavar="PATH", help="trace files or folders (none: with "
+        "--full-ranks, ranks of a summary run already in DB)"
+    )  # fmt: skip
     p.add_argument("--db", type=Path, required=True, help="database file (created if missing)")
     p.add_argument("--run", help="run name (default: the folder or file name)")
     p.add_argument("--rank", type=int, help="rank of a single-rank file without distributedInfo")
@@ -165,6 +168,20 @@ def _parser() -> argparse.ArgumentParser:
         metavar="ADDRESS",
         help="parse files as tasks on a Ray cluster: auto (the one running here), local (a new "
         "instance on this machine) or its address; needs tracegraph[ray]",
+    )
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="keep of each rank a summary (steps, collective arrivals, figures, findings), not "
+        "its events: a fleet's report in a fraction of the time and space, without critical "
+        "paths",
+    )
+    p.add_argument(
+        "--full-ranks",
+        metavar="auto|LIST",
+        help="with --summary, or alone on a summary run of DB: load these ranks' events too "
+        "(auto: those the summary points at, stragglers and ranks that stand out, and a typical "
+        "one; or a list: 0,5,7), read again from their trace files",
     )
     p.set_defaults(handler="ingest")
 
@@ -323,6 +340,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     options.database_or_traces(p)
     options.run(p, "the database holds several")
+    p.add_argument(
+        "--summary",
+        action="store_true",
+        help="with traces: ingest them as summaries (see ingest --summary): a fleet's report "
+        "in a fraction of the time, without critical paths or savings",
+    )
     p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
     p.add_argument(
         "--step", type=_step_number, help="only the GPU work of this step: N or ProfilerStep#N"

@@ -11,12 +11,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 
 from tracegraph.ingest.python_frames import readable
 from tracegraph.queries.report import HTA_MODE, Report
 from tracegraph.queries.report.analyses import SHARE_NAMES
-from tracegraph.queries.report.ranks import rank_ranges
+from tracegraph.queries.report.ranks import rank_ranges, ranks_phrase
 
 from .names import shorten_all
 from .report_view import TITLES, _in_us, finding_figures, finding_where
@@ -63,8 +64,10 @@ def report_html(report: Report, db: str) -> str:
         f"<style>{STYLE}</style></head><body>",
         f"<h1>Run {html.escape(report.run)}</h1>",
         f"<p>{html.escape(db)} · rank(s) {rank_ranges(report.ranks)}{step} · {mode}</p>",
+        _summary_note(report),
         "<h2>Findings, most costly first</h2>",
         _findings(report),
+        *_heat_section(report),
         "<h2>Step time per rank</h2>",
         _step_section(report),
         "<h2>GPU time by what filled it, per rank</h2>",
@@ -77,6 +80,70 @@ def report_html(report: Report, db: str) -> str:
             parts += [f"<h2>{html.escape(TITLES.get(name, name))}</h2>", _table(table)]
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def _summary_note(report: Report) -> str:
+    if not report.summarised:
+        return ""
+    return (
+        f"<p class='note'>Summary tier: {ranks_phrase(report.summarised)} kept as summaries "
+        "(ingest --summary), not events: no critical path or savings for them; stragglers and "
+        "lateness from the collective arrivals.</p>"
+    )
+
+
+HEAT_FROM_RANKS = 8  # from this many ranks, the ranks x steps maps come before the other charts
+
+
+def _heat_section(report: Report) -> list[str]:
+    """Ranks x steps: each rank's GPU compute against the step's median, and its lateness at
+    the step's collectives: at hundreds of ranks the one that differs is a line across."""
+    steps = report.tables["steps"]
+    if len(report.ranks) < HEAT_FROM_RANKS or not steps.num_rows:
+        return []
+    numbers = sorted(set(steps["step"].to_pylist()))
+    ranks = list(report.ranks)
+    compute = np.full((len(ranks), len(numbers)), np.nan)
+    late = np.full((len(ranks), len(numbers)), np.nan)
+    row, col = {r: i for i, r in enumerate(ranks)}, {s: j for j, s in enumerate(numbers)}
+    for r in steps.select(["rank", "step", "compute_ns"]).to_pylist():
+        compute[row[r["rank"]], col[r["step"]]] = r["compute_ns"]
+    median = np.nanmedian(compute, axis=0)
+    compute = np.where(median > 0, compute / np.where(median > 0, median, 1) * 100, np.nan)
+    for (number, rank), ns in report.lateness.items():
+        if rank in row and number in col:
+            late[row[rank], col[number]] = ns / 1e6
+    panels = [("GPU compute, % of the step's median", compute, "%"),
+              ("lateness at the step's collectives (ms)", late, "ms")]  # fmt: skip
+    size = (9.0, min(12.0, 2.5 + 0.012 * len(ranks)))
+    return [
+        "<h2>Ranks × steps</h2>",
+        _svg(size, lambda ax: _draw_heat(ax, panels, ranks, numbers))
+        + "<p class='note'>One row per rank, one column per step: a slow GPU is a bright line "
+        "on the left, a late host on the right (a slow GPU arrives late too).</p>",
+    ]
+
+
+def _draw_heat(
+    ax: Axes,
+    panels: list[tuple[str, np.ndarray, str]],
+    ranks: list[int],
+    numbers: list[int],
+) -> dict[str, str]:
+    figure = ax.figure
+    ax.remove()
+    axes = figure.subplots(1, len(panels))
+    for axis, (title, values, unit) in zip(axes, panels, strict=True):
+        shown = np.ma.masked_invalid(values)
+        image = axis.imshow(shown, aspect="auto", interpolation="nearest", cmap="viridis")
+        axis.set_title(title)
+        axis.set_xticks(range(len(numbers)), [str(n) for n in numbers])
+        axis.set_xlabel("step")
+        ticks = np.linspace(0, len(ranks) - 1, min(len(ranks), 9)).round().astype(int)
+        axis.set_yticks(ticks, [str(ranks[t]) for t in ticks])
+        axis.set_ylabel("rank")
+        figure.colorbar(image, ax=axis, label=unit)
+    return {}
 
 
 def _findings(report: Report) -> str:
@@ -239,6 +306,10 @@ def _critical_section(report: Report) -> str:
             groups.setdefault((int(str(bound["rank"])), str(bound["op"])), []).append(step)
     if not groups:
         why = HTA_READS_THE_WHOLE_TRACE if report.mode == HTA_MODE else CRITICAL_PATH_HINT
+        if report.summarised:
+            why = (
+                "its ranks are summaries (ingest --summary): the stragglers table says who was late"
+            )
         return f"<p class='note'>No critical path in this report: {why}.</p>"
     size = (9.0, min(30.0, 1.2 + 0.35 * len(groups)))
     return (

@@ -7,15 +7,16 @@ import shlex
 from pathlib import Path
 from typing import TextIO
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest.errors import TracegraphError
+from tracegraph.ingest.schema import MAX_EV
 from tracegraph.queries.report import HTA_MODE, Report
 from tracegraph.queries.report.compare import RunComparison
 from tracegraph.queries.report.findings import Finding
 from tracegraph.queries.report.ranks import rank_ranges, ranks_phrase
+from tracegraph.queries.report.summary_tier import standing_out, typical_rank
 
 from . import output
 
@@ -101,6 +102,12 @@ def write_report(
         + ("the whole trace" if report.step is None else f"the GPU work of step {report.step}")
     )
     out.write(f"run '{report.run}', rank(s) {ranks} — {mode}\n")
+    if report.summarised:
+        out.write(
+            f"summary tier: {ranks_phrase(report.summarised)} kept as summaries (ingest "
+            "--summary), not events: no critical path or savings, stragglers from the "
+            "collective arrivals, evidence as event numbers in the trace file\n"
+        )
     if report.mode != HTA_MODE:
         _write_findings(out, report, db)
     kept = ranks_that_matter(report) if len(report.ranks) > MANY_RANKS else None
@@ -126,18 +133,9 @@ def ranks_that_matter(report: Report) -> list[int]:
     """The ranks the text's per-rank tables keep for a job of many ranks: those that stand out
     in a step (`spread`), each finding's and each step's straggler, and a typical rank (the
     median GPU compute of the first step) to read them against."""
-    named: set[int] = set()
-    for row in report.tables["spread"].to_pylist():
-        named.update(int(r) for r in row["outliers"].split())
-    named.update(f.rank for f in report.findings)
-    named.update(report.tables["stragglers"]["rank"].to_pylist())
-    steps = report.tables["steps"]
-    if steps.num_rows:
-        first = steps.filter(pc.equal(steps["step"], pc.min(steps["step"])))
-        order = np.lexsort((first["rank"].to_numpy(), first["compute_ns"].to_numpy()))
-        named.add(int(first["rank"][int(order[(len(order) - 1) // 2])].as_py()))
-    else:
-        named.add(report.ranks[0])
+    named = standing_out(report.tables) | {f.rank for f in report.findings}
+    typical = typical_rank(report.tables)
+    named.add(report.ranks[0] if typical is None else typical)
     return sorted(named & set(report.ranks))
 
 
@@ -146,13 +144,19 @@ def _write_findings(out: TextIO, report: Report, db: Path) -> None:
         out.write("findings: none (every rule below its threshold; see README: report)\n")
         return
     out.write("findings, what fixing each saves first:\n")
+    summarised = set(report.summarised)
     for i, f in enumerate(report.findings, 1):
+        if f.rank in summarised:  # its events are not in the database: where the trace has them
+            where = f"rank {f.rank}'s trace events (ev_idx) " + ", ".join(
+                str(int(e) & MAX_EV) for e in f.evidence_ids
+            )
+        else:
+            where = f"tracegraph query {shlex.quote(str(db))} {shlex.quote(f.evidence_cypher)}"
         out.write(
             f"  {i}. {finding_where(f)}: {f.title} [{f.kind}] — {finding_figures(f)}\n"
             f"     {f.detail}\n"
             f"     fix: {f.fix}\n"
-            f"     evidence: tracegraph query {shlex.quote(str(db))} "
-            f"{shlex.quote(f.evidence_cypher)}\n"
+            f"     evidence: {where}\n"
         )
 
 

@@ -1,17 +1,18 @@
 """A run's archive: what the edge-set builders read of each rank, kept as Parquet beside the
 database, so that no command after `ingest` needs the trace files (they may move or go).
 
-`DB.archive/run-<run_idx>-<key>/rank-<r>.parquet` holds one rank's source rows (the event
-columns the native builder reads, `frame.FrameSource`); `sources/` holds each trace file the
-run was read from, byte for byte (a gzipped file as it is, a plain one zstd-compressed, about a
-tenth of its size), listed in `sources.json` by the path the database records. HTA parses the
-JSON itself and numbers events by their position in the file, so it is given those bytes: its
-edges are keyed to the same events as from the original file. The ingest writes ranks a rank at
-a time, and copies files on a thread of its own while the next one parses, into a partial
-folder, renamed into place just before the database itself is swapped in;
-a folder that no run of the database owns (an ingest that failed or was killed) is removed by
-the next ingest. `<key>` is derived from the run's ingest time, so a folder left by an older
-database of the same name is never taken for a newer run's.
+`DB.archive/run-<run_idx>-<key>/rank-<r>.parquet` holds one rank's source rows (the event columns
+the native builder reads, `frame.FrameSource`); `table-<name>.parquet` a table of the whole run (a
+summary tier's per-rank figures and findings, kilobytes per rank); `sources/` holds each trace file
+the run was read from, byte for byte (a gzipped file as it is, a plain one zstd-compressed, about a
+tenth of its size), listed in `sources.json` by the path the database records. HTA parses the JSON
+itself and numbers events by their position in the file, so it is given those bytes: its edges are
+keyed to the same events as from the original file. The ingest writes ranks a rank at a time, and
+copies files on a thread of its own while the next one parses, into a partial folder, renamed into
+place just before the database itself is swapped in; a folder that no run of the database owns (an
+ingest that failed or was killed) is removed by the next ingest. `<key>` is derived from the run's
+ingest time, so a folder left by an older database of the same name is never taken for a newer
+run's.
 
 Each file's content hash is taken as it is written and recorded with the run
 (`Run.archive_hashes`, in the same write); a reader checks a file against it before using it
@@ -88,6 +89,13 @@ class ArchiveWriter:
     def written(self, rank: int, digest: str) -> None:
         """Record the content hash of the rank file a worker wrote into the folder."""
         self._hashes[rank_file(rank)] = digest
+
+    def add_table(self, name: str, table: pa.Table) -> None:
+        """Write one of the run's own tables (a summary tier's, `table_file`)."""
+        with self._errors(), open(self.partial / table_file(name), "wb") as raw:
+            out = checksums.HashingFile(raw)
+            pq.write_table(table, out, compression="zstd")
+        self._hashes[table_file(name)] = out.hexdigest()
 
     def add_source(self, path: Path) -> None:
         """Copy a trace file the run is read from (on the writer's thread; `finish` waits)."""
@@ -210,6 +218,21 @@ def read_rank(archive: RunArchive, rank: int, columns: list[str] | None = None) 
         return pq.read_table(path, columns=columns)
     except (OSError, pa.ArrowException):
         return None
+
+
+def table_file(name: str) -> str:
+    return f"table-{name}.parquet"
+
+
+def read_table(archive: RunArchive, name: str) -> pa.Table | None:
+    """One of the run's own tables (`ArchiveWriter.add_table`); None where it has none."""
+    if not (archive.folder / table_file(name)).is_file():
+        return None
+    path = archive.checked(table_file(name))
+    try:
+        return pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise IngestError(f"{path}: cannot read the run archive's table ({exc})") from exc
 
 
 SOURCES = "sources"

@@ -17,14 +17,18 @@ _KERNEL_NAME = r"(?i)^(?:nccl|rccl)(?:Dev)?Kernel_(?P<op>[A-Za-z]+)"
 _GLOO_PREFIX = "gloo:"
 
 
-def participants(events: pa.Table) -> pa.Table:
-    """One rank's collective participants: id, label, rank, ts, group, op, seq."""
+def participants(events: pa.Table, launches: pa.Table) -> pa.Table:
+    """One rank's collective participants: id, label, rank, ts, group, op, seq, and what the
+    fleet questions read of each (`CollectiveArrival`): dur, args, and anchor (what places it
+    in a step: a kernel's launching call's start, from the rank's LAUNCHES edges `launches`,
+    as the GPU runs behind the CPU; a range's own start)."""
     is_kernel = pc.and_(
         pc.equal(events["label"], "Kernel"),
         pc.match_substring_regex(events["name"], _KERNEL_PATTERN),
     )
     is_gloo = pc.and_(pc.equal(events["label"], "Op"), pc.starts_with(events["name"], _GLOO_PREFIX))
-    columns = ["id", "label", "rank", "ts", "name", "pg_name", "coll_name", "coll_seq"]
+    columns = ["id", "label", "rank", "ts", "dur", "args", "name", "pg_name", "coll_name",
+               "coll_seq"]  # fmt: skip
     part = events.select(columns).filter(pc.or_(is_kernel, is_gloo))
     from_kernel = pc.struct_field(pc.extract_regex(part["name"], _KERNEL_NAME), "op")
     from_gloo = pc.utf8_slice_codeunits(part["name"], len(_GLOO_PREFIX))
@@ -41,8 +45,25 @@ def participants(events: pa.Table) -> pa.Table:
             "group": group,
             "op": op,
             "seq": part["coll_seq"],
+            "dur": part["dur"],
+            "args": part["args"],
+            "anchor": _anchors(part, events, launches),
         }
     )
+
+
+def _anchors(part: pa.Table, events: pa.Table, launches: pa.Table) -> pa.Array:
+    """Per participant, its launching call's earliest start, else its own start."""
+    calls = events.select(["id", "ts"]).filter(pc.equal(events["label"], "Runtime"))
+    started = (
+        launches.select(["from_id", "to_id"])
+        .join(calls.rename_columns(["from_id", "call_ts"]), "from_id", join_type="inner")
+        .group_by("to_id")
+        .aggregate([("call_ts", "min")])
+    )
+    mine = pa.table({"to_id": part["id"], "row": pa.array(np.arange(part.num_rows), pa.int64())})
+    found = mine.join(started, "to_id", join_type="left outer").sort_by("row")
+    return pc.coalesce(found["call_ts_min"], part["ts"]).combine_chunks()
 
 
 def match(parts: pa.Table, run: str, run_idx: int) -> tuple[pa.Table, pa.Table]:
@@ -90,6 +111,23 @@ def match(parts: pa.Table, run: str, run_idx: int) -> tuple[pa.Table, pa.Table]:
     )
     edges = pa.table({"from_id": parts["id"], "to_id": collective_id, "from_label": parts["label"]})
     return nodes, edges
+
+
+def arrivals(parts: pa.Table, part_of: pa.Table, run: str) -> pa.Table:
+    """CollectiveArrival rows: each participant (`participants`, as matched by `match`, whose
+    PART_OF edges `part_of` are in the same order) with its Collective's id."""
+    return pa.table(
+        {
+            "id": parts["id"],
+            "run": pa.repeat(pa.scalar(run, pa.string()), parts.num_rows),
+            "rank": parts["rank"],
+            "collective": part_of["to_id"],
+            "ts": parts["ts"],
+            "dur": parts["dur"],
+            "anchor": parts["anchor"],
+            "args": parts["args"],
+        }
+    )
 
 
 def _filled(column: pa.ChunkedArray | pa.Array) -> np.ndarray:

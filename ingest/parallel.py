@@ -45,7 +45,7 @@ from .errors import IngestError, TraceFormatError
 from .lifeline import die_with_parent
 from .memory import returning_memory
 from .parse import ParseOptions
-from .prepare import PreparedRank, prepare_rank
+from .prepare import PreparedRank, Summariser, prepare_rank
 from .read import STREAM_BYTES, file_traces, not_a_trace, rank_traces
 
 if TYPE_CHECKING:
@@ -88,15 +88,17 @@ def prepare_file(
     archive_dir: Path | None = None,
     archive_token: str | None = None,
     load_dir: Path | None = None,
+    summarise: Summariser | None = None,
 ) -> FileOutcome:
-    """Parse one file and prepare each of its ranks (in a worker). Where this worker sees the
+    """Parse one file and prepare each of its ranks (in a worker), or with `summarise`
+    summarise them (`prepare.summary_rank`). Where this worker sees the
     run's partial archive `archive_dir` (the folder whose writer's token is `archive_token`:
     this machine, or a disk shared with it), it writes each rank's archive rows there rather
     than send them back; with `load_dir` (a local pool's, on this machine), its node and edge
     tables as load files there."""
     with returning_memory():
         return _prepare_file(
-            path, in_folder, options, run, run_idx, archive_dir, archive_token, load_dir
+            path, in_folder, options, run, run_idx, archive_dir, archive_token, load_dir, summarise
         )
 
 
@@ -109,6 +111,7 @@ def _prepare_file(
     archive_dir: Path | None,
     archive_token: str | None,
     load_dir: Path | None,
+    summarise: Summariser | None,
 ) -> FileOutcome:
     started = time.perf_counter()
     keep_archive = None
@@ -123,8 +126,8 @@ def _prepare_file(
                 return FileOutcome([], too_many=True)
             held = [trace]
             del trace  # prepare_rank holds the only reference: the rank is not held twice
-            prepared = prepare_rank(held.pop(), run, run_idx, keep_archive)
-            if load_dir is not None:
+            prepared = prepare_rank(held.pop(), run, run_idx, keep_archive, summarise)
+            if load_dir is not None and summarise is None:
                 prefix = f"{os.getpid()}-{uuid.uuid4().hex}"
                 files = write_load_files(
                     load_dir, prefix, prepared.node_tables, prepared.edge_tables
@@ -179,6 +182,7 @@ def _pack(prepared: PreparedRank) -> bytes:
         participants=ipc("participants", prepared.participants),  # type: ignore[arg-type]
         steps=ipc("steps", prepared.steps),  # type: ignore[arg-type]
         archive_rows=ipc("archive", prepared.archive_rows),  # type: ignore[arg-type]
+        facts={k: ipc(f"facts:{k}", t) for k, t in prepared.facts.items()},  # type: ignore[misc]
     )
     return pickle.dumps((shell, tables), protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -196,6 +200,7 @@ def _unpack(packed: bytes) -> PreparedRank:
         participants=table(shell.participants),
         steps=table(shell.steps),
         archive_rows=table(shell.archive_rows),
+        facts={k: table(v) for k, v in shell.facts.items()},
     )
 
 
@@ -215,6 +220,7 @@ class FilePool(Protocol):
     """Where files are prepared: `slots` of them at once (a local process pool, or Ray)."""
 
     slots: int
+    summarise: Summariser | None  # summary tier: the ranks summarised (`prepare.Summariser`)
 
     def submit(self, source: _Source, options: ParseOptions, run: str, run_idx: int) -> object:
         """Start preparing `source`; a handle for `result`."""
@@ -234,9 +240,15 @@ class ProcessFilePool:
     their load files, given the load batch's folder `load_dir`)."""
 
     def __init__(
-        self, jobs: int, archive_dir: Path, archive_token: str, load_dir: Path | None = None
+        self,
+        jobs: int,
+        archive_dir: Path,
+        archive_token: str,
+        load_dir: Path | None = None,
+        summarise: Summariser | None = None,
     ) -> None:
         self.slots = jobs
+        self.summarise = summarise
         self.archive = (archive_dir, archive_token)
         self.load_dir = load_dir
         with _main_hidden():
@@ -261,6 +273,7 @@ class ProcessFilePool:
                 run_idx,
                 *self.archive,
                 self.load_dir,
+                self.summarise,
             )
 
     def result(self, handle: object) -> FileOutcome:
@@ -302,7 +315,7 @@ def prepare_in_parallel(
             except WorkerLost as exc:
                 raise IngestError(f"{source.path}: {exc}") from exc.__cause__
             if outcome.too_many:  # a large file of several ranks: here, rank by rank
-                yield from _in_process(source, options, run, run_idx, seen)
+                yield from _in_process(source, options, run, run_idx, seen, pool.summarise)
                 continue
             if outcome.not_a_trace is not None:
                 seen.skip(source, outcome.not_a_trace)
@@ -368,13 +381,18 @@ def _main_hidden() -> Iterator[None]:
 
 
 def _in_process(
-    source: _Source, options: ParseOptions, run: str, run_idx: int, seen: _Files
+    source: _Source,
+    options: ParseOptions,
+    run: str,
+    run_idx: int,
+    seen: _Files,
+    summarise: Summariser | None,
 ) -> Generator[PreparedRank, None, None]:
     traces = file_traces(source, options, seen)
     try:
         while (following := next(traces, None)) is not None:
             held = [following]
             del following
-            yield prepare_rank(held.pop(), run, run_idx)  # it holds the only reference
+            yield prepare_rank(held.pop(), run, run_idx, None, summarise)  # the only reference
     finally:
         traces.close()

@@ -10,15 +10,17 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
 from . import archive, collectives, schema
 from .batch import LoadBatch
 from .errors import IngestError, TraceFormatError
+from .full_ranks import FullRanks
 from .memory import returning_memory
 from .parallel import FilePool, FileWork, ProcessFilePool, json_size, prepare_in_parallel
 from .parse import DROP_REASONS, ParseOptions, RankTrace
-from .prepare import PreparedRank, RankSummary, prepare_rank
+from .prepare import PreparedRank, RankSummary, Summariser, prepare_rank
 from .read import file_traces, sweep_spills
 from .remove import remove_run, run_folder_of
 from .store import KUZU_VERSION, GraphStore, write_transaction
@@ -45,6 +47,9 @@ class IngestOptions:
     # instance on this machine) or its address; `jobs` then counts files in flight (default:
     # the cluster's CPUs)
     ray: str | None = None
+    # the summary tier (`ingest --summary`): every rank summarised by this function (see
+    # `prepare.Summariser`), none of its events loaded; None: every event of every rank
+    summarise: Summariser | None = None
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,8 @@ class IngestResult:
     skipped: tuple[tuple[str, str], ...] = ()
     # per file prepared by a worker (local or Ray): its ranks, time and the worker's memory
     work: tuple[FileWork, ...] = ()
+    # a summary ingest's ranks loaded in full in the same write (`full_ranks.load_full_ranks`)
+    full: FullRanks | None = None
 
 
 @dataclass(frozen=True)
@@ -171,18 +178,22 @@ def _ingest(
             # traces again.
             writer = archive.ArchiveWriter(db, run_idx)
             batch = LoadBatch(store, spill_at if large else None)
-            seen = _Files(files, skipped, writer.add_source)
-            pool = _pool(options, found, (writer.partial, writer.token), batch.folder)
+            # a summary keeps no copy of the traces: a tenth of their size, where its own
+            # tables are kilobytes per rank
+            keep = writer.add_source if options.summarise is None else _not_kept
+            seen = _Files(files, skipped, keep)
+            pool = _pool(
+                options, found, (writer.partial, writer.token), batch.folder, options.summarise
+            )
             if pool is not None:
                 prepared = prepare_in_parallel(
                     found, parse_options, run, run_idx, pool, seen, report, work
                 )
             else:
                 traces = _rank_traces(found, parse_options, report, seen)
-                prepared = _prepared(traces, run, run_idx, writer.add)
-            result = _load(
-                batch, _archived(prepared, writer), run, run_idx, files, ingested_at, writer.seal
-            )
+                prepared = _prepared(traces, run, run_idx, writer.add, options.summarise)
+            result = _load(batch, _archived(prepared, writer), run, run_idx, files, ingested_at,
+                           writer)  # fmt: skip
             writer.finish(ingested_at)  # in place before the database that names it
             dropped = _dropped_events(result.ranks)
             result = replace(result, skipped=(*skipped, *dropped), work=tuple(work))
@@ -204,22 +215,28 @@ def _ingest(
     return result
 
 
+def _not_kept(path: Path) -> None:
+    pass
+
+
 def _pool(
     options: IngestOptions,
     found: list[_Source],
     archive: tuple[Path, str],
     load_dir: Path | None,
+    summarise: Summariser | None,
 ) -> FilePool | None:
     """Where files are prepared: Ray when asked, else local workers where they pay (None: in
-    this process); local workers write their load files into `load_dir` where there is one."""
+    this process); local workers write their load files into `load_dir` where there is one;
+    with `summarise`, workers summarise their ranks (the summary tier)."""
     if options.ray is not None:
         if options.jobs is not None and options.jobs < 1:
             raise IngestError(f"--jobs {options.jobs}: at least 1")
         from .ray_pool import RayFilePool  # Ray is an optional extra
 
-        return RayFilePool(options.ray, options.jobs, archive)
+        return RayFilePool(options.ray, options.jobs, archive, summarise)
     jobs = _jobs(options.jobs, found)
-    return ProcessFilePool(jobs, *archive, load_dir) if jobs > 1 else None
+    return ProcessFilePool(jobs, *archive, load_dir, summarise) if jobs > 1 else None
 
 
 # From this much JSON on, the database is closed while the first ranks are prepared (an open
@@ -278,18 +295,21 @@ def _prepared(
     run: str,
     run_idx: int,
     keep_archive: Callable[[int, pa.Table], str],
+    summarise: Summariser | None,
 ) -> Generator[PreparedRank, None, None]:
     for trace in traces:
         held = [trace]
         del trace  # prepare_rank holds the only reference: each rank is freed as it goes
-        yield prepare_rank(held.pop(), run, run_idx, keep_archive)
+        yield prepare_rank(held.pop(), run, run_idx, keep_archive, summarise)
 
 
 def _archived(
     ranks: Iterable[PreparedRank], writer: archive.ArchiveWriter
 ) -> Iterator[PreparedRank]:
     for prepared in ranks:
-        if prepared.archived:
+        if prepared.tier == "summary":
+            pass  # no rows to archive: its figures are the run's tables (`_load`)
+        elif prepared.archived:
             writer.written(prepared.rank, prepared.archive_hash)
         else:
             writer.add(prepared.rank, prepared.archive_rows)
@@ -397,15 +417,17 @@ def _load(
     run_idx: int,
     files: list[Path],
     ingested_at: str,
-    sealed_archive: Callable[[], dict[str, str]],
+    writer: archive.ArchiveWriter,
 ) -> IngestResult:
     """Load the ranks, then the run's collectives, ranks, steps and Run row (with the content
-    hashes of its archive, which `sealed_archive` gives once every file is written)."""
+    hashes of its archive, which `writer` gives once every file is written, summary ranks'
+    figures included)."""
     edge_counts: dict[str, int] = {}
     summaries: list[RankSummary] = []
     parts: list[pa.Table] = []
     steps: list[pa.Table] = []
     rank_rows: list[dict[str, object]] = []
+    facts: dict[str, list[pa.Table]] = {}
     store = batch.store
     world_size = 0
     for prepared in ranks:
@@ -420,14 +442,23 @@ def _load(
         steps.append(prepared.steps)
         summaries.append(prepared.summary)
         rank_rows.append(prepared.rank_row)
+        for name, table in prepared.facts.items():
+            facts.setdefault(name, []).append(table)
         del prepared  # the batch holds what it needs; free the rest as we go
     batch.flush(last=True)
-    coll_nodes, part_of = collectives.match(pa.concat_tables(parts), run, run_idx)
+    participants = pa.concat_tables(parts)
+    del parts
+    coll_nodes, part_of = collectives.match(participants, run, run_idx)
     store.copy("Collective", schema.conform(coll_nodes, schema.COLLECTIVE))
-    to_collective = pa.array(["Collective"] * part_of.num_rows, pa.string())
+    loaded = _loaded_endpoints(part_of, rank_rows)
+    to_collective = pa.array(["Collective"] * loaded.num_rows, pa.string())
     edge_counts["PART_OF"] = store.copy_edges(
-        "PART_OF", part_of.append_column("to_label", to_collective)
+        "PART_OF", loaded.append_column("to_label", to_collective)
     )
+    arrivals = collectives.arrivals(participants, part_of, run)
+    store.copy("CollectiveArrival", schema.conform(arrivals, schema.COLLECTIVE_ARRIVAL))
+    for name, tables in facts.items():
+        writer.add_table(name, pa.concat_tables(tables))
     store.copy("Rank", schema.conform(pa.Table.from_pylist(rank_rows), schema.RANK))
     store.copy("Step", schema.conform(pa.concat_tables(steps), schema.STEP))
     world_size = world_size or len(summaries)
@@ -439,7 +470,16 @@ def _load(
         "tool_version": f"tracegraph {TOOL_VERSION}; kuzu {KUZU_VERSION}",
         "world_size": world_size,
         "edge_counts": json.dumps(edge_counts, sort_keys=True),
-        "archive_hashes": json.dumps(sealed_archive()),
+        "archive_hashes": json.dumps(writer.seal()),
     }
     store.copy("Run", schema.conform(pa.Table.from_pylist([run_row]), schema.RUN))
     return IngestResult(run, summaries, coll_nodes.num_rows, edge_counts)
+
+
+def _loaded_endpoints(part_of: pa.Table, rank_rows: list[dict[str, object]]) -> pa.Table:
+    """The PART_OF edges whose event is loaded (not of a summary rank)."""
+    summary = [r["rank"] for r in rank_rows if r.get("tier") == "summary"]
+    if not summary:
+        return part_of
+    rank = schema.key_rank(part_of["from_id"].to_numpy())
+    return part_of.filter(pa.array(~np.isin(rank, np.array(summary, np.int64))))

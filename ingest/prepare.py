@@ -24,6 +24,13 @@ from .steps import step_rows
 if TYPE_CHECKING:
     from .batch import LoadFile
 
+# A summary tier's figures of one rank (`ingest --summary`), computed by the read side (which
+# ingest does not import: the caller hands it in, a module-level function a worker can be
+# sent): called with the rank, its archive rows (`frame.FrameSource`), its keyed events and
+# its Step rows, and the run's index; named tables of kilobytes (a table's rows all carry
+# the rank), which the run keeps in its archive in place of the rank's events.
+Summariser = Callable[[int, pa.Table, pa.Table, pa.Table, int], dict[str, pa.Table]]
+
 
 @dataclass(frozen=True)
 class RankSummary:
@@ -32,6 +39,7 @@ class RankSummary:
     counts: dict[str, int]
     # events left out at parse time, by reason (parse.NO_TS, parse.BAD_DUR)
     dropped: dict[str, int] = field(default_factory=dict)
+    tier: str = "full"  # "summary": `counts` are of its trace; none of them loaded
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,12 @@ class PreparedRank:
     archive_hash: str = ""  # the content hash of the archived rows' file, where `archived`
     # the node and edge tables as files a worker wrote for the load (then the tables are empty)
     load_files: tuple[LoadFile, ...] = ()
+    # a summary rank's figures (`Summariser`); then its node, edge and archive tables are empty
+    facts: dict[str, pa.Table] = field(default_factory=dict)
+
+    @property
+    def tier(self) -> str:
+        return "summary" if self.facts else "full"
 
     def edge_rows(self) -> dict[str, int]:
         """Edges by label, whether in tables or in load files."""
@@ -67,13 +81,17 @@ def prepare_rank(
     run: str,
     run_idx: int,
     keep_archive: Callable[[int, pa.Table], str] | None = None,
+    summarise: Summariser | None = None,
 ) -> PreparedRank:
     """The rank's tables; `trace` is not used afterwards (its events are handed over).
 
     `keep_archive(rank, rows)`, where given, writes the archive rows at once and gives their
     file's content hash (they are then not in the result, which says `archived`): they are not
-    held while the events are sorted.
+    held while the events are sorted. With `summarise`, the rank is summarised instead
+    (`summary_rank`).
     """
+    if summarise is not None:
+        return summary_rank(trace, run, run_idx, summarise)
     archive_rows = frame_source(trace).rows
     archive_hash = ""
     if keep_archive is not None:
@@ -96,13 +114,42 @@ def prepare_rank(
         trace.world_size or 0,
         node_tables,
         edge_tables,
-        collectives.participants(events),
+        collectives.participants(events, edge_tables["LAUNCHES"]),
         step_rows(events, trace.rank, run, run_idx),
         RankSummary(trace.rank, trace.file, counts, dict(trace.dropped)),
         _rank_row(trace, run, run_idx, events, counts),
         archive_rows,
         archived=keep_archive is not None,
         archive_hash=archive_hash,
+    )
+
+
+def summary_rank(trace: RankTrace, run: str, run_idx: int, summarise: Summariser) -> PreparedRank:
+    """The rank in a summary tier: its Rank and Step rows, collective participants and
+    `summarise`'s figures; no node, edge or archive tables (its events are not loaded)."""
+    rows = frame_source(trace).rows
+    events = nodes.with_keys(trace.events, trace.rank, run, run_idx)
+    trace = replace(trace, events=trace.events.schema.empty_table())
+    steps = step_rows(events, trace.rank, run, run_idx)
+    counts = {label: pc.sum(pc.equal(events["label"], label)).as_py() or 0
+              for label in schema.EVENT_LABELS}  # fmt: skip
+    counts["cuda_sync"] = pc.sum(pc.equal(events["label"], "sync")).as_py() or 0
+    facts = summarise(trace.rank, rows, events, steps, run_idx)
+    participants = collectives.participants(events, link.launch_edges(events))
+    rank_row = _rank_row(trace, run, run_idx, events, counts) | {"tier": "summary"}
+    return PreparedRank(
+        trace.rank,
+        trace.file,
+        trace.world_size or 0,
+        {},
+        {},
+        participants,
+        steps,
+        RankSummary(trace.rank, trace.file, counts, dict(trace.dropped), "summary"),
+        rank_row,
+        rows.schema.empty_table(),
+        archived=True,  # nothing to archive: its figures are in `facts`
+        facts=facts,
     )
 
 
@@ -152,4 +199,5 @@ def _rank_row(
         "cuda_sync_count": counts["cuda_sync"],
         "skipped": json.dumps(counts_skipped, sort_keys=True),
         "host": trace.host,
+        "tier": "full",
     }

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from .errors import IngestError, TracegraphError
 from .lifeline import Reaper
 from .parallel import FileOutcome, WorkerLost, prepare_file
+from .prepare import Summariser
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -44,7 +45,9 @@ class RayFilePool:
         address: str,
         jobs: int | None = None,
         archive: tuple[Path, str] | None = None,
+        summarise: Summariser | None = None,
     ) -> None:
+        self.summarise = summarise
         self.ray = _ray()
         self.started = False
         # a local instance's daemons killed should this process be (see `lifeline`)
@@ -66,7 +69,9 @@ class RayFilePool:
         # the node's own temp folder for spills: this machine's may not exist there
         spill_here = replace(options, spill_at=None)
         in_folder = source.folder is not None
-        ref = self.task.remote(source.path, in_folder, spill_here, run, run_idx, *self.archive)
+        ref = self.task.remote(
+            source.path, in_folder, spill_here, run, run_idx, *self.archive, None, self.summarise
+        )
         self.refs.append(ref)
         return ref
 

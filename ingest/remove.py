@@ -41,7 +41,7 @@ def remove_run(store: GraphStore, run: str) -> int:
             f"MATCH (n:{label}) WHERE n.id >= {lo} AND n.id < {hi} DETACH DELETE n "
             "RETURN count(*) AS deleted"
         )
-    for label in ("Collective", "Step", "Rank", "EdgeSet"):
+    for label in ("Collective", "CollectiveArrival", "Step", "Rank", "EdgeSet"):
         store.run(
             f"MATCH (n:{label}) WHERE n.run = $run DETACH DELETE n RETURN count(*) AS deleted",
             {"run": name},

@@ -25,6 +25,7 @@ from pathlib import Path
 from .checksums import new_hash
 from .errors import DatabaseBusy, TracegraphError
 from .pipeline import IngestOptions, IngestResult, default_run_name, ingest, trace_files
+from .prepare import Summariser
 from .store import GraphStore, wait_for_writer
 
 HEAD_BYTES = 1 << 20
@@ -75,19 +76,22 @@ def ingested(
     progress: Progress | None = None,
     answer: Callable[[Ingested, GraphStore], None] | None = None,
     waiting: Callable[[Path], None] = lambda db: None,
+    summarise: Summariser | None = None,
 ) -> Ingested:
     """The database holding the trace files or folders `paths` (ingested now unless already
     there): `db`, else the cache's database for exactly these files. When they are ingested
     now, `answer` is called with the open store before the write commits (see `ingest`).
 
     Another process writing that database is waited for (`waiting` is told), then what it
-    wrote is looked at: the same traces asked about twice at once are ingested once."""
+    wrote is looked at: the same traces asked about twice at once are ingested once. With
+    `summarise`, they are ingested as summaries (`ingest --summary`; the cache keeps them
+    apart from a full ingest of the same files)."""
     files = trace_files(paths)
     name = run or default_run_name(paths, files)
     cached = db is None
     if db is None:
         root = cache_root or default_cache_root()
-        folder = root / fingerprint(files)[:32]
+        folder = root / (fingerprint(files)[:32] + ("-summary" if summarise else ""))
         folder.mkdir(parents=True, exist_ok=True)
         (folder / USED).touch()  # used now: the last to be pruned
         _prune(root, keep=folder)
@@ -107,7 +111,7 @@ def ingested(
             held = held_run(db, files, name)
         if held is not None:
             return Ingested(db, held, None)
-        options = IngestOptions(run=name, replace=True)
+        options = IngestOptions(run=name, replace=True, summarise=summarise)
         try:
             result = ingest(list(paths), db, options, progress, answered if answer else None)
         except DatabaseBusy:

@@ -111,6 +111,9 @@ RANK = NodeTable(
         ("cuda_sync_count", I64),
         ("skipped", STR),
         ("host", STR),  # the trace's host_name (None in a merged file): ranks sharing a clock
+        # "summary": the rank's events were not loaded (`ingest --summary`), only its Step rows
+        # and CollectiveArrival rows; "full" (or None, before tiers): every event
+        ("tier", STR),
     ),
 )
 STEP = NodeTable(
@@ -125,6 +128,21 @@ STEP = NodeTable(
         ("dur", I64),
         ("gpu_busy_ns", I64),  # union of the rank's GPU activity intervals in the window
         ("kernel_count", I64),  # activities in the window (the last step starting <= k.ts)
+    ),
+)
+COLLECTIVE_ARRIVAL = NodeTable(
+    # a rank's part in one collective instance (its NCCL/RCCL kernel or gloo range) in a run
+    # whatever its tier: what the fleet questions read without the rank's events
+    "CollectiveArrival",
+    _cols(
+        ("id", I64),  # the participant event's key (as its Kernel's or Op's id)
+        ("run", STR),
+        ("rank", I64),
+        ("collective", I64),  # the Collective's id
+        ("ts", I64),
+        ("dur", I64),
+        ("anchor", I64),  # what places it in a step: its launching call's start, else its own
+        ("args", STR),
     ),
 )
 EDGE_SET = NodeTable(
@@ -169,7 +187,7 @@ DEP = RelTable(
     ),
 )
 
-NODE_TABLES = (RUN, RANK, OP, RUNTIME, KERNEL, COLLECTIVE, STEP, EDGE_SET)
+NODE_TABLES = (RUN, RANK, OP, RUNTIME, KERNEL, COLLECTIVE, COLLECTIVE_ARRIVAL, STEP, EDGE_SET)
 REL_TABLES = (CALLS, LAUNCHES, NEXT_ON_STREAM, SYNCS, PART_OF, DEP)
 NODE_BY_LABEL = {t.label: t for t in NODE_TABLES}
 REL_BY_LABEL = {t.label: t for t in REL_TABLES}

@@ -24,7 +24,8 @@ class RunRef:
     run_idx: int
     world_size: int
     ranks: tuple[int, ...]
-    events: int
+    events: int  # of its ranks with events loaded
+    summarised: tuple[int, ...] = ()  # ranks kept as summaries (`ingest --summary`)
 
 
 def list_runs(store: GraphStore) -> list[RunRef]:
@@ -33,9 +34,10 @@ def list_runs(store: GraphStore) -> list[RunRef]:
         "MATCH (r:Run) RETURN r.name AS name, r.run_idx AS run_idx, r.world_size AS world_size "
         "ORDER BY run_idx"
     ).table.to_pylist()
+    tier = "k.tier" if "tier" in store.properties("Rank") else "NULL"
     ranks = store.run(
-        "MATCH (k:Rank) RETURN k.run AS run, k.rank AS rank, k.event_count AS events "
-        "ORDER BY run, rank"
+        f"MATCH (k:Rank) RETURN k.run AS run, k.rank AS rank, k.event_count AS events, {tier} "
+        "AS tier ORDER BY run, rank"
     ).table.to_pylist()
     out = []
     for row in runs:
@@ -46,7 +48,8 @@ def list_runs(store: GraphStore) -> list[RunRef]:
                 int(row["run_idx"]),
                 int(row["world_size"] or len(mine)),
                 tuple(int(r["rank"]) for r in mine),
-                sum(int(r["events"] or 0) for r in mine),
+                sum(int(r["events"] or 0) for r in mine if r["tier"] != "summary"),
+                tuple(int(r["rank"]) for r in mine if r["tier"] == "summary"),
             )
         )
     return out

@@ -20,7 +20,9 @@ class RunInfo:
     sources: list[str]
     edges: dict[str, int]
     collectives: int
-    ranks: pa.Table  # rank, file, device, Op, Runtime, Kernel, cuda_sync, skipped
+    # rank, file, device, Op, Runtime, Kernel, cuda_sync, skipped, and in a run with summary
+    # ranks (`ingest --summary`) their tier: the counts of a summary rank are of its trace
+    ranks: pa.Table
 
 
 @dataclass(frozen=True)
@@ -37,10 +39,12 @@ def database_info(store: GraphStore) -> DatabaseInfo:
         "r.ingested_at AS ingested_at, r.tool_version AS tool_version, r.sources AS sources, "
         "r.edge_counts AS edge_counts ORDER BY r.run_idx"
     ).table.to_pylist()
+    tier = "k.tier" if "tier" in store.properties("Rank") else "NULL"
     ranks = store.run(
         "MATCH (k:Rank) RETURN k.run AS run, k.rank AS rank, k.file AS file, k.device AS device, "
         "k.op_count AS Op, k.runtime_count AS Runtime, k.kernel_count AS Kernel, "
-        "k.cuda_sync_count AS cuda_sync, k.skipped AS skipped ORDER BY run, rank"
+        f"k.cuda_sync_count AS cuda_sync, k.skipped AS skipped, {tier} AS tier "
+        "ORDER BY run, rank"
     ).table
     counted = store.run("MATCH (c:Collective) RETURN c.run AS run, count(*) AS n").table
     collectives = dict(zip(counted["run"].to_pylist(), counted["n"].to_pylist(), strict=True))
@@ -51,6 +55,8 @@ def database_info(store: GraphStore) -> DatabaseInfo:
     out = []
     for row in runs:
         mine = ranks.filter(pc.equal(ranks["run"], row["name"])).drop_columns(["run"])
+        if "summary" not in mine["tier"].to_pylist():
+            mine = mine.drop_columns(["tier"])  # every rank's events loaded: said by nothing
         out.append(
             RunInfo(
                 name=row["name"],

@@ -282,6 +282,7 @@ def path_command(args: argparse.Namespace) -> int:
         stories = step_stories(
             args.db, run=args.run, step=args.step, rank=args.rank, depth=args.depth, store=store
         )
+        _say_summary_ranks(store, args.run)
         write_stories(sys.stdout, stories, args.depth, args.format)
 
     # traces ingested now are answered from the store that loads them, before it commits
@@ -289,6 +290,21 @@ def path_command(args: argparse.Namespace) -> int:
         with tracegraph.open(args.db).reading() as store:
             answer(store)
     return 0
+
+
+def _say_summary_ranks(store: GraphStore, run: str | None) -> None:
+    """On a run with summary ranks, which ranks a path joins (those with events)."""
+    from tracegraph.ingest.edgesets.records import run_source
+    from tracegraph.queries.report.ranks import ranks_phrase
+
+    source = run_source(store, run)
+    if source.summarised and source.files:
+        print(
+            f"tracegraph: run '{source.run}': the path joins {ranks_phrase(source.files)}, the "
+            f"ranks with events; {ranks_phrase(source.summarised)} are summaries (their "
+            "arrivals and lateness: `tracegraph report`)",
+            file=sys.stderr,
+        )
 
 
 def diff_command(args: argparse.Namespace) -> int:

@@ -10,9 +10,11 @@ from pathlib import Path
 import pyarrow as pa
 
 import tracegraph
+from tracegraph.ingest.full_ranks import FullRanks
 from tracegraph.ingest.pipeline import IngestResult
 from tracegraph.ingest.schema import MAX_RANK
 from tracegraph.queries.catalog import INT64_MAX, INT64_MIN
+from tracegraph.queries.report.ranks import ranks_phrase
 from tracegraph.queries.summary import database_info
 
 from .. import output
@@ -21,6 +23,18 @@ from .common import INTEGER, UsageError, indent, open_reading
 
 
 def ingest_command(args: argparse.Namespace) -> int:
+    full_ranks = _full_ranks(args.full_ranks)
+    if not args.paths:
+        if full_ranks is None:
+            raise UsageError("ingest: name trace files or folders (or --full-ranks on DB's run)")
+        with stderr_progress() as progress:
+            full = tracegraph.open(args.db).load_full_ranks(
+                full_ranks, run=args.run, progress=progress
+            )
+        print_full_ranks(full, args.db)
+        return 0
+    if full_ranks is not None and not args.summary:
+        raise UsageError("--full-ranks: with --summary (a full ingest loads every rank)")
     max_json, max_ratio = None, None  # the defaults
     if args.max_json_gb is not None:
         if not 0 < args.max_json_gb < 1 << 20:
@@ -38,12 +52,33 @@ def ingest_command(args: argparse.Namespace) -> int:
             jobs=args.jobs,
             ray=args.ray,
             replace=args.replace,
+            summary=args.summary,
+            full_ranks=full_ranks,
             progress=progress,
         )
     for name, why in result.skipped:
         print(f"tracegraph: skipped {name}: {why}", file=sys.stderr)
     print_ingest(result, args.db)
+    if result.full is not None:
+        print_full_ranks(result.full, args.db)
     return 0
+
+
+def _full_ranks(spec: str | None) -> list[int] | str | None:
+    if spec is None or spec == "auto":
+        return spec
+    parts = [p.strip() for p in spec.split(",")]
+    if not parts or not all(INTEGER.fullmatch(p) and int(p) >= 0 for p in parts):
+        raise UsageError(f"--full-ranks {spec}: auto, or ranks separated by commas (0,5,7)")
+    return [int(p) for p in parts]
+
+
+def print_full_ranks(full: FullRanks, db: Path) -> None:
+    edges = ", ".join(f"{n:,} {label}" for label, n in sorted(full.edges.items()) if n)
+    print(
+        f"loaded {ranks_phrase(full.ranks)} of run '{full.run}' in full into {db}: "
+        f"{full.events:,} events; edges: {edges or 'none'}"
+    )
 
 
 def _pid_ranks(items: list[str]) -> dict[int, int]:
@@ -67,6 +102,14 @@ def print_ingest(result: IngestResult, db: Path) -> None:
             totals[label] += rank.counts[label]
     nodes = ", ".join(f"{n:,} {label}" for label, n in totals.items())
     edges = ", ".join(f"{n:,} {label}" for label, n in result.edges.items())
+    if result.ranks and all(rank.tier == "summary" for rank in result.ranks):
+        print(
+            f"summarised run '{result.run}' into {db}: {len(result.ranks)} rank(s), their "
+            f"steps, collective arrivals, figures and findings; their events ({nodes}) not "
+            "loaded (--summary)"
+        )
+        print(f"{result.collectives:,} Collective")
+        return
     print(f"ingested run '{result.run}' into {db}: {len(result.ranks)} rank(s); {nodes}")
     print(f"edges: {edges}; {result.collectives:,} Collective")
 

@@ -4,6 +4,7 @@ ingested first unless it already does (ingest/reuse.py)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable
 from contextlib import redirect_stdout
@@ -17,6 +18,7 @@ from .common import UsageError
 from .store import print_ingest
 
 if TYPE_CHECKING:
+    from tracegraph.ingest.prepare import Summariser
     from tracegraph.ingest.reuse import Ingested
     from tracegraph.ingest.store import GraphStore
 
@@ -37,9 +39,13 @@ def resolve_database(
     them before the database write commits (the answer printed first, the command still
     exiting only once the write is done), and True returned; else False."""
     inputs: list[Path] = args.inputs
+    summary = getattr(args, "summary", False)
     if not names_traces(inputs):
         if args.into is not None:
             raise UsageError(f"--db {args.into}: only with trace files or folders")
+        if summary:
+            raise UsageError("--summary: only with trace files or folders (a database holds "
+                             "what its ingest kept)")  # fmt: skip
         args.db = inputs[0]
         return False
     from tracegraph.ingest.reuse import ingested
@@ -51,8 +57,13 @@ def resolve_database(
         _say_ingested(done)
         args.db, args.run = done.db, done.run
         assert answer is not None
-        answer(store)
-        sys.stdout.flush()  # the answer is out before the write commits
+        try:
+            answer(store)
+            sys.stdout.flush()  # the answer is out before the write commits
+        except BrokenPipeError:
+            # the reader went away (`| head`): the write still commits, so that the next
+            # command on these traces reuses it rather than ingest them again
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         answered = True
 
     with stderr_progress() as progress:
@@ -63,6 +74,7 @@ def resolve_database(
             progress=progress,
             answer=ingested_now if answer is not None else None,
             waiting=_say_waiting,
+            summarise=_summariser() if summary else None,
         )
     if done.result is None:
         print(f"tracegraph: run '{done.run}' of {done.db} holds these traces", file=sys.stderr)
@@ -70,6 +82,12 @@ def resolve_database(
         _say_ingested(done)
     args.db, args.run = done.db, done.run
     return answered
+
+
+def _summariser() -> Summariser:
+    from tracegraph.queries.report.summary_tier import summary_tables
+
+    return summary_tables
 
 
 def _say_waiting(db: Path) -> None:

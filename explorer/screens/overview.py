@@ -141,7 +141,8 @@ class OverviewScreen(ExplorerScreen):
         )
         self.query_one("#run-line", Static).update(
             f"run [b]{ov.run.name}[/b] · {len(ov.run.ranks)} rank(s) of world {ov.run.world_size}"
-            f" · {ov.run.events:,} events · {ov.steps.num_rows} step(s) · edge sets: {sets}"
+            f" · {ov.run.events:,} events{_summaries(ov.run.summarised)} · "
+            f"{ov.steps.num_rows} step(s) · edge sets: {sets}"
             f"{others} · {duration(message.elapsed_s)}"
         )
         self._fill_steps(ov.steps, ov.verdicts)
@@ -281,3 +282,8 @@ class OverviewScreen(ExplorerScreen):
 
     def action_reload(self) -> None:
         self.load(self.run_name, reopen=True)
+
+
+def _summaries(ranks: tuple[int, ...]) -> str:
+    """What a header says of a run's summary ranks (`ingest --summary`)."""
+    return f" (+ {len(ranks):,} summary rank(s), events not loaded)" if ranks else ""

@@ -217,20 +217,34 @@ class RunSource:
     files: dict[int, str]
     counts: dict[int, int]
     ingested_at: str  # with the name, what tells this ingest of the run from a later one
+    # ranks kept as summaries (`ingest --summary`): no events, so in neither `files` nor
+    # `counts`
+    summarised: tuple[int, ...] = ()
+
+    def events_needed(self, db: Path, what: str) -> None:
+        """Refuse `what` on a run none of whose ranks has events."""
+        if not self.files and self.summarised:
+            raise EdgeSetError(
+                f"{db}: run '{self.run}' holds summaries of its {len(self.summarised)} rank(s), "
+                f"not their events (ingest --summary), and {what} needs events: load some "
+                "with `tracegraph ingest --db DB --full-ranks auto` (or a list of ranks)"
+            )
 
 
 def run_source(store: GraphStore, run: str | None) -> RunSource:
     """The run (the only one of the database when not named) with its ranks."""
     run, run_idx = resolve_run(store, run)
+    tier = "k.tier" if "tier" in store.properties("Rank") else "NULL"
     ranks = store.run(
         "MATCH (k:Rank) WHERE k.run = $run RETURN k.rank AS rank, k.file AS file, "
-        "k.event_count AS n ORDER BY rank",
+        f"k.event_count AS n, {tier} AS tier ORDER BY rank",
         {"run": run},
     ).table
-    keys = ranks["rank"].to_pylist()
-    files = dict(zip(keys, ranks["file"].to_pylist(), strict=True))
-    counts = dict(zip(keys, ranks["n"].to_pylist(), strict=True))
-    return RunSource(run, run_idx, files, counts, _ingested_at(store, run))
+    rows = ranks.to_pylist()
+    files = {r["rank"]: r["file"] for r in rows if r["tier"] != "summary"}
+    counts = {r["rank"]: r["n"] for r in rows if r["tier"] != "summary"}
+    summarised = tuple(r["rank"] for r in rows if r["tier"] == "summary")
+    return RunSource(run, run_idx, files, counts, _ingested_at(store, run), summarised)
 
 
 def rank_hosts(store: GraphStore, run: str) -> dict[int, str | None]:

@@ -15,9 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tracegraph.ingest.store import GraphStore
-
 from .cpu import CpuEvents
+from .op_args import OpArgs
 
 FACTORIES = ("aten::empty", "aten::empty_strided", "aten::zeros", "aten::ones", "aten::full",
              "aten::rand", "aten::randn", "aten::new_empty", "aten::new_zeros")  # fmt: skip
@@ -42,14 +41,9 @@ NONE = LargeAllocations(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0
 Allocation = tuple[int, int, list[int]]
 
 
-def factory_calls(store: GraphStore, run: str, ranks: Sequence[int]) -> dict[int, list[Allocation]]:
-    """Per rank of `ranks`, its factory calls of at least LARGE_ALLOCATION_BYTES (one query
-    for them all)."""
-    table = store.run(
-        "MATCH (o:Op) WHERE o.run = $run AND o.rank IN $ranks AND o.name IN $names "
-        "RETURN o.rank AS rank, o.ev_idx AS ev_idx, o.args AS args",
-        {"run": run, "names": list(FACTORIES), "ranks": [int(r) for r in ranks]},
-    ).table
+def factory_calls(ops: OpArgs, ranks: Sequence[int]) -> dict[int, list[Allocation]]:
+    """Per rank of `ranks`, its factory calls of at least LARGE_ALLOCATION_BYTES."""
+    table = ops.named(FACTORIES, ranks)
     found: dict[int, list[Allocation]] = {int(r): [] for r in ranks}
     columns = (table[c].to_pylist() for c in ("rank", "ev_idx", "args"))
     for rank, ev, args in zip(*columns, strict=True):
@@ -60,7 +54,7 @@ def factory_calls(store: GraphStore, run: str, ranks: Sequence[int]) -> dict[int
 
 
 def large_allocations(
-    store: GraphStore, run: str, rank: int, cpu: CpuEvents, calls: list[Allocation]
+    ops: OpArgs, rank: int, cpu: CpuEvents, calls: list[Allocation]
 ) -> LargeAllocations:
     """The rank's large factory `calls` (`factory_calls`) that it made as CPU ops, and the ops
     that first wrote them."""
@@ -70,7 +64,7 @@ def large_allocations(
         return NONE
     allocations = np.array([f[0] for f in found], np.int64)
     nexts = _next_on_thread(cpu, np.array([position[f[0]] for f in found], np.int64))
-    touched = _dims(store, run, rank, cpu.ev_idx[nexts[nexts >= 0]])
+    touched = _dims(ops, rank, cpu.ev_idx[nexts[nexts >= 0]])
     first = [
         int(cpu.ev_idx[n])
         for n, (_, _, shape) in zip(nexts.tolist(), found, strict=True)
@@ -108,15 +102,11 @@ def _next_on_thread(cpu: CpuEvents, rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def _dims(store: GraphStore, run: str, rank: int, ev_idx: np.ndarray) -> dict[int, list[int]]:
+def _dims(ops: OpArgs, rank: int, ev_idx: np.ndarray) -> dict[int, list[int]]:
     """The first input's dims of these ops."""
     if len(ev_idx) == 0:
         return {}
-    table = store.run(
-        f"MATCH (o:Op) WHERE o.run = $run AND o.rank = {int(rank)} AND o.ev_idx IN $ev "
-        "RETURN o.ev_idx AS ev_idx, o.args AS args",
-        {"run": run, "ev": [int(e) for e in ev_idx]},
-    ).table
+    table = ops.at(rank, ev_idx.tolist())
     out: dict[int, list[int]] = {}
     for ev, args in zip(table["ev_idx"].to_pylist(), table["args"].to_pylist(), strict=True):
         try:

@@ -93,7 +93,22 @@ class Participants:
 
 def participants(store: GraphStore, run: str) -> Participants:
     """Every participant, grouped by instance; `anchor` the time that places it in a step: a
-    kernel's launching call's start (the GPU runs behind the CPU), a range's own start."""
+    kernel's launching call's start (the GPU runs behind the CPU), a range's own start. Read
+    from the run's CollectiveArrival rows (every rank's, summary or full), or where a run
+    ingested before them has none, from its events."""
+    table = store.run(
+        "MATCH (a:CollectiveArrival), (c:Collective) WHERE a.run = $run AND c.run = $run "
+        "AND a.collective = c.id RETURN c.id AS id, c.name AS name, c.process_group AS pg, "
+        "c.seq AS seq, a.rank AS rank, a.ts AS ts, a.dur AS dur, a.args AS args, "
+        "a.id AS event, a.anchor AS anchor",
+        {"run": run},
+    ).table
+    if table.num_rows == 0:
+        table = _from_events(store, run)
+    return _participants(table)
+
+
+def _from_events(store: GraphStore, run: str) -> pa.Table:
     columns = (
         "c.id AS id, c.name AS name, c.process_group AS pg, c.seq AS seq, k.rank AS rank, "
         "k.ts AS ts, k.dur AS dur, k.args AS args, k.id AS event"
@@ -109,7 +124,10 @@ def participants(store: GraphStore, run: str) -> Participants:
         "coalesce(min(r.ts), k.ts) AS anchor",
         {"run": run},
     ).table
-    table = pa.concat_tables([ops, kernels.cast(ops.schema)])
+    return pa.concat_tables([ops, kernels.cast(ops.schema)])
+
+
+def _participants(table: pa.Table) -> Participants:
     table = table.sort_by([("id", "ascending"), ("rank", "ascending"), ("ts", "ascending")])
     ids = table["id"].to_numpy()
     _, first, inverse = np.unique(ids, return_index=True, return_inverse=True)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tracegraph.ingest.store import GraphStore
+from .op_args import OpArgs
 
 # c10::ScalarType numbers of the C++ type names Kineto records as `Input type`
 SCALAR_TYPE = {
@@ -42,14 +42,9 @@ def changes_dtype(args: str | None) -> bool:
     return target.isdigit() and source is not None and int(target) != source
 
 
-def dtype_casts(store: GraphStore, run: str, ranks: Sequence[int]) -> dict[int, np.ndarray]:
-    """Per rank of `ranks`, the ev_idx of its `_to_copy` calls that change a dtype (one query
-    for them all: a query per rank costs more than the scan on a job of many ranks)."""
-    table = store.run(
-        "MATCH (o:Op) WHERE o.run = $run AND o.rank IN $ranks AND o.name = $name "
-        "RETURN o.rank AS rank, o.ev_idx AS ev_idx, o.args AS args",
-        {"run": run, "name": TO_COPY, "ranks": [int(r) for r in ranks]},
-    ).table
+def dtype_casts(ops: OpArgs, ranks: Sequence[int]) -> dict[int, np.ndarray]:
+    """Per rank of `ranks`, the ev_idx of its `_to_copy` calls that change a dtype."""
+    table = ops.named([TO_COPY], ranks)
     hits: dict[int, list[int]] = {int(r): [] for r in ranks}
     columns = (table[c].to_pylist() for c in ("rank", "ev_idx", "args"))
     for rank, ev, args in zip(*columns, strict=True):

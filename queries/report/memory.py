@@ -32,6 +32,20 @@ def memory_rows(store: GraphStore, run: str, ranks: Sequence[int]) -> list[Row]:
         "RETURN k.rank AS rank, k.name AS name, k.dur AS dur, k.args AS args",
         {"run": run, "cats": list(MEMORY_CATEGORIES), "ranks": list(ranks)},
     ).table
+    return rows_of(table)
+
+
+def event_rows(events: pa.Table) -> list[Row]:
+    """The same rows from one rank's keyed events (a summary worker's)."""
+    copies = pc.and_(
+        pc.equal(events["label"], "Kernel"),
+        pc.is_in(events["cat"], value_set=pa.array(MEMORY_CATEGORIES)),
+    )
+    return rows_of(events.select(["rank", "name", "dur", "args"]).filter(copies))
+
+
+def rows_of(table: pa.Table) -> list[Row]:
+    """Per rank and kind, from the copies' rank, name, dur and args."""
     if table.num_rows == 0:
         return []
     names = pc.dictionary_encode(pc.fill_null(table["name"], "")).combine_chunks()

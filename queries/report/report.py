@@ -9,12 +9,11 @@ against HTA's own (no findings, no collectives: HTA has neither).
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tracegraph.ingest import schema
 from tracegraph.ingest.archive import read_rank, run_archive
@@ -30,27 +29,29 @@ from tracegraph.ingest.edgesets.records import RunSource, pid_ranks, rank_hosts,
 from tracegraph.ingest.errors import TracegraphError
 from tracegraph.ingest.store import GraphStore
 
-from . import analyses, collectives
-from .activity import exact_activity, hta_activity
-from .allocations import factory_calls, large_allocations
+from . import collectives
+from .allocations import factory_calls
 from .contract import report_json
-from .cpu import CpuEvents
-from .cpu_findings import RankEvents, cpu_findings
 from .dtypes import dtype_casts
-from .findings import Finding, Ids, rank_findings
-from .memory import SCHEMA as MEMORY_SCHEMA
+from .findings import Finding
 from .memory import memory_rows
+from .op_args import StoreOpArgs
+from .rank_facts import FindingInputs, rank_facts
+from .ranks import ranks_phrase
 from .savings import (
+    arrival_waits,
     folded,
+    path_waits,
     ranked,
     step_graphs,
     straggler_findings,
     transfer_only,
     with_savings,
 )
-from .spread import SCHEMA as SPREAD_SCHEMA
 from .spread import spread_rows, step_medians
-from .steps import StepWindow, rows_in, step_figures, step_windows
+from .steps import StepWindow, step_windows
+from .summary_tier import summary_rows
+from .tables import TABLES
 
 DEFAULT_TOP = 10
 HTA_MODE = "hta-compatible"
@@ -73,6 +74,12 @@ class Report:
     tables: Mapping[str, pa.Table]
     findings: tuple[Finding, ...]
     bound_by: Mapping[int, dict[str, object]]
+    # the ranks of the summary tier (no events: figures and findings as their ingest kept
+    # them, stragglers from the arrivals; no critical path or savings): see `summary_tier`
+    summarised: tuple[int, ...] = ()
+    # (step, rank) → the rank's lateness at the step's collectives (`collectives`; the spread's
+    # `late` metric, per rank)
+    lateness: Mapping[tuple[int, int], int] = field(default_factory=dict)
 
     def __getattr__(self, name: str) -> pa.Table:
         tables = self.__dict__.get("tables", {})
@@ -100,67 +107,79 @@ def build_report(
     if step is not None and hta_compatible:
         raise ReportError("--step: HTA's analyses cover the whole trace; drop --hta-compatible")
     source = run_source(store, run)
-    wanted = sorted(source.files) if ranks is None else sorted(set(ranks))
-    unknown = [r for r in wanted if r not in source.files]
+    every_rank = sorted({*source.files, *source.summarised})
+    wanted = every_rank if ranks is None else sorted(set(ranks))
+    unknown = [r for r in wanted if r not in every_rank]
     if unknown:
         raise ReportError(
-            f"{db}: run '{source.run}' has no rank(s) {unknown} (ranks: {sorted(source.files)})"
+            f"{db}: run '{source.run}' has no rank(s) {unknown} (ranks: {every_rank})"
+        )
+    summarised = sorted(set(source.summarised) & set(wanted))
+    if summarised and (hta_compatible or step is not None):
+        flag = "--hta-compatible" if hta_compatible else f"--step {step}"
+        raise ReportError(
+            f"{db}: {flag} needs every rank's events, and run '{source.run}' has only a "
+            f"summary of {ranks_phrase(summarised)}: report without it, or ingest the run "
+            "without --summary"
         )
     every_step = {} if hta_compatible else step_windows(store, source.run)
     windows = every_step
     if step is not None:
         windows = {r: _the_step(db, source.run, r, every_step.get(r, []), step) for r in wanted}
-    read = hta_activity if hta_compatible else exact_activity
     rows: dict[str, list[dict[str, Any]]] = {k: [] for k in TABLES}
     found: list[Finding] = []
     if not hta_compatible:
-        casts = dtype_casts(store, source.run, wanted)
-        factories = factory_calls(store, source.run, wanted)
+        ops = StoreOpArgs(store, source.run)
+        casts = dtype_casts(ops, wanted)
+        factories = factory_calls(ops, wanted)
     # every rank's graphs, built from the rows read here (else `build_each_step` reads them
     # again), where the report is of every rank: the cross-rank paths need them all
     builds: list[RankBuild] | None = (
-        [] if not hta_compatible and wanted == sorted(source.files) else None
+        [] if not hta_compatible and wanted == sorted(source.files) and not summarised else None
     )
-    for frame_source in _rank_sources(db, store, source, wanted):
+    loaded = [r for r in wanted if r not in summarised]
+    for frame_source in _rank_sources(db, store, source, loaded):
         if builds is not None:
             builds.append(build_rank(frame_source, NativeOptions(), Window(), all_steps=True))
-        gpu = whole = read(frame_source)
-        mine = windows.get(gpu.rank, [])
-        if step is not None:  # the step's work; `whole` still says when the GPU was busy
-            gpu = whole.take(rows_in(whole, mine[0]))
-        rows["steps"] += step_figures(gpu, mine)
-        rows["temporal"].append(analyses.temporal_breakdown(gpu))
-        rows["overlap"].append(analyses.comm_comp_overlap(gpu))
-        rows["kernel_types"] += analyses.kernel_type_shares(gpu)
-        rows["top_kernels"] += analyses.top_kernels(gpu, top)
-        rows["idle"] += analyses.idle_breakdown(gpu)
-        rows["launches"].append(analyses.launch_stats(gpu))
-        if hta_compatible:
-            continue
-        rows["queues"] += analyses.queue_lengths(gpu)
-        events = frame_source.rows if step is None else _during(frame_source.rows, mine[0])
-        figures = (rows["temporal"][-1], rows["overlap"][-1])
-        ids = Ids(source.run_idx, gpu.rank)
-        cpu = CpuEvents.of(events)
-        found += rank_findings(gpu, whole, cpu, figures, len(mine), source.run_idx)
-        made = large_allocations(store, source.run, gpu.rank, cpu, factories[gpu.rank])
-        rank_events = RankEvents(gpu.rank, cpu, whole, mine, ids, casts[gpu.rank], made)
-        found += cpu_findings(rank_events)
+        rank = frame_source.rank
+        inputs = None
+        if not hta_compatible:
+            inputs = FindingInputs(source.run_idx, ops, casts[rank], factories[rank])
+        facts = rank_facts(frame_source, windows.get(rank, []), step, top, inputs)
+        for name, more in facts.rows.items():
+            rows[name] += more
+        found += facts.findings
+    if summarised:
+        kept = run_archive(db, store, source.run_idx)
+        if kept is None:
+            raise ReportError(f"{db}: run '{source.run}' has lost its archive; re-ingest it")
+        more_rows, more_found = summary_rows(kept, summarised)
+        for name, more in more_rows.items():
+            rows[name] = sorted(rows[name] + more, key=lambda row: row["rank"])  # stable
+        found += more_found
     bound_by: dict[int, dict[str, object]] = {}
+    lateness: dict[tuple[int, int], int] = {}
     if not hta_compatible:
-        instances, per_rank, _, lateness = collectives.collective_rows(
+        instances, per_rank, arrival_stragglers, lateness = collectives.collective_rows(
             collectives.participants(store, source.run),
             every_step,
             step,
             rank_hosts(store, source.run),
         )
-        rows["memory"] = memory_rows(store, source.run, wanted)
+        rows["memory"] = memory_rows(store, source.run, loaded) + rows["memory"]
+        rows["memory"].sort(key=lambda row: row["rank"])  # stable: by kind within a rank
         rows["collectives"], rows["collective_ranks"] = instances, per_rank
         computed = {(r["step"], r["rank"]): r["compute_ns"] for r in rows["steps"]}
         medians = step_medians(rows["steps"])
         rows["spread"] = spread_rows("compute", computed, medians) + spread_rows(
             "late", lateness, medians
         )
+    if summarised:
+        # no events, no path: who was late is told by the arrivals alone, and no finding's
+        # saving can be worked out
+        rows["stragglers"] = arrival_stragglers
+        found = folded(transfer_only(found, arrival_waits(rows["collectives"])))
+    elif not hta_compatible:
         # the story (what bound each step, who was late, what fixing each finding saves) is
         # the native path's, built here in memory: the same computation `path` and `edges
         # --native` show
@@ -171,7 +190,7 @@ def build_report(
         bound_by = _bound_by(paths, steps)
         # folded first: a saving is a what-if over the whole step graph, so at many ranks one
         # per folded line, not one per rank
-        found = with_savings(folded(transfer_only(found, paths)), steps)
+        found = with_savings(folded(transfer_only(found, path_waits(paths))), steps)
         found += straggler_findings(paths, steps, source.run_idx)
     tables = {name: pa.Table.from_pylist(rows[name], schema=TABLES[name]) for name in TABLES}
     return Report(
@@ -182,6 +201,8 @@ def build_report(
         tables,
         tuple(ranked(found)),
         bound_by,
+        tuple(summarised),
+        lateness if not hta_compatible else {},
     )
 
 
@@ -233,12 +254,6 @@ def _bound_by(paths: list[CrossRankPath], steps: list[Any]) -> dict[int, dict[st
     return out
 
 
-def _during(rows: pa.Table, window: StepWindow) -> pa.Table:
-    """The rows that start in the step's window."""
-    ts = rows["ts"]
-    return rows.filter(pc.and_(pc.greater_equal(ts, window.ts), pc.less(ts, window.end)))
-
-
 def _the_step(
     db: Path, run: str, rank: int, windows: list[StepWindow], step: int
 ) -> list[StepWindow]:
@@ -270,40 +285,3 @@ def _rank_sources(
     counts = {r: source.counts[r] for r in ranks}
     pids = pid_ranks(store, source.run_idx) if len(set(files.values())) < len(files) else {}
     yield from rank_sources(db, files, counts, pids, None)
-
-
-_I, _F, _S = pa.int64(), pa.float64(), pa.string()
-TABLES = {
-    "spread": SPREAD_SCHEMA,
-    "steps": pa.schema(
-        [("rank", _I), ("step", _I), ("step_ns", _I), ("gpu_work", _I), ("kernel_time_ns", _I),
-         ("busy_ns", _I), ("idle_ns", _I), ("compute_ns", _I), ("exposed_communication_ns", _I)]
-    ),
-    "temporal": pa.schema(
-        [("rank", _I), ("kernel_time_ns", _I), ("idle_ns", _I), ("compute_ns", _I),
-         ("non_compute_ns", _I), ("idle_pct", _F), ("compute_pct", _F), ("non_compute_pct", _F),
-         ("idle_host_wait_ns", _I), ("idle_kernel_wait_ns", _I), ("idle_other_ns", _I)]
-    ),
-    "overlap": pa.schema(
-        [("rank", _I), ("communication_ns", _I), ("overlapped_ns", _I), ("overlap_pct", _F)]
-    ),
-    "kernel_types": pa.schema(
-        [("rank", _I), ("kernel_type", _S), ("total_ns", _I), ("pct", _F)]
-    ),
-    "top_kernels": pa.schema(
-        [("rank", _I), ("kernel_type", _S), ("name", _S), ("names", _I), ("count", _I),
-         ("total_ns", _I), ("mean_ns", _F), ("min_ns", _I), ("max_ns", _I), ("std_ns", _F)]
-    ),
-    "idle": pa.schema(
-        [("rank", _I), ("stream", _I), ("idle_category", _S), ("idle_ns", _I), ("ratio", _F)]
-    ),
-    "launches": pa.schema(
-        [("rank", _I), ("launches", _I)]
-        + [(f"{p}_{s}_ns", _F) for p in ("call", "delay") for s in ("mean", "p50", "p95", "max")]
-    ),
-    "queues": pa.schema(
-        [("rank", _I), ("stream", _I), ("launches", _I), ("max", _I), ("mean", _F)]
-    ),
-    "memory": MEMORY_SCHEMA,
-    **collectives.SCHEMAS,
-}  # fmt: skip

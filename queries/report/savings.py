@@ -11,8 +11,10 @@ ranks fold into one naming the ranks, its saving that of fixing it on all of the
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 
@@ -108,18 +110,43 @@ def _saving(finding: Finding, steps: list[_Step]) -> int | None:
     return total // len(mine)
 
 
-def transfer_only(findings: Sequence[Finding], paths: Sequence[CrossRankPath]) -> list[Finding]:
+def path_waits(paths: Sequence[CrossRankPath]) -> dict[int, int]:
+    """Per rank, its time waiting in its collectives for a late rank per step: the cross-rank
+    verdicts' waits (a union per step), averaged over the steps."""
+    ranks = {r for p in paths for r in p.wait_ns}
+    return {r: sum(p.wait_ns.get(r, 0) for p in paths) // len(paths) for r in ranks}
+
+
+def arrival_waits(instances: Sequence[Mapping[str, Any]]) -> dict[int, int]:
+    """Per rank, its time waiting for the last arrival per step, from the collectives' rows
+    alone (no path: the summary tier): its longest wait at any of a step's collectives (they
+    overlap), averaged over the steps that have collectives."""
+    longest: dict[tuple[int, int], int] = {}
+    for row in instances:
+        if row["step"] is None:
+            continue
+        for rank, wait in json.loads(row["waits_ns"]).items():
+            key = (int(row["step"]), int(rank))
+            longest[key] = max(longest.get(key, 0), int(wait))
+    steps = len({s for s, _ in longest})
+    out: dict[int, int] = {}
+    for (_, rank), wait in longest.items():
+        out[rank] = out.get(rank, 0) + wait
+    return {r: w // steps for r, w in out.items()}
+
+
+def transfer_only(findings: Sequence[Finding], waits: Mapping[int, int]) -> list[Finding]:
     """`unoverlapped_allreduce` costed as transfer: a rank's time waiting in its collectives
-    for a late rank (the verdicts' waits, a union per step) is the late rank's, not exposed
-    communication of its own."""
-    if not paths:
+    for a late rank (`waits`: per rank, per step; `path_waits` or `arrival_waits`) is the late
+    rank's, not exposed communication of its own."""
+    if not waits:
         return list(findings)
     out = []
     for f in findings:
         if f.kind != "unoverlapped_allreduce":
             out.append(f)
             continue
-        waited = sum(p.wait_ns.get(f.rank, 0) for p in paths) // len(paths)
+        waited = waits.get(f.rank, 0)
         cost = max(0, f.cost_ns_per_step - waited)
         out.append(
             replace(

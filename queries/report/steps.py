@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracegraph.ingest.intervals import overlap_length, union_length
 from tracegraph.ingest.store import GraphStore
@@ -39,7 +41,16 @@ def step_windows(store: GraphStore, run: str) -> dict[int, list[StepWindow]]:
         "RETURN s.rank AS rank, s.step AS step, s.name AS name, s.ts AS ts, s.dur AS dur "
         "ORDER BY rank, ts",
         {"run": run},
-    ).table.to_pylist()
+    ).table
+    return windows_of(table)
+
+
+def windows_of(steps: pa.Table) -> dict[int, list[StepWindow]]:
+    """Each rank's steps in order, from Step rows (rank, step, name, ts, dur; step -1, a rank's
+    whole trace, is no step)."""
+    steps = steps.filter(pc.greater_equal(steps["step"], 0))
+    order = pc.sort_indices(steps, sort_keys=[("rank", "ascending"), ("ts", "ascending")])
+    table = steps.select(["rank", "step", "name", "ts", "dur"]).take(order).to_pylist()
     out: dict[int, list[StepWindow]] = {}
     for i, row in enumerate(table):
         following = table[i + 1] if i + 1 < len(table) else None

@@ -137,3 +137,26 @@ def test_the_same_traces_asked_about_twice_at_once_are_ingested_once(tmp_path: P
     assert results[0][1] == results[1][1] and json.loads(results[0][1])["steps"]
     said = sorted("ingested run" in err for _, _, err in results)
     assert said == [False, True], results  # one ingested, the other reused it
+
+
+@needs_traces
+def test_a_reader_gone_before_the_write_commits_still_gets_it_written(tmp_path: Path) -> None:
+    """`report TRACES | head`: the answer is printed before the write commits, so the reader
+    may go while it is printed; the write still commits, and the next command reuses it."""
+    import subprocess
+    import sys
+
+    db = tmp_path / "piped.kuzu"
+    argv = [sys.executable, "-m", "tracegraph.explorer.cli", "report", str(trace("cpu_ddp_2r"))]
+    child = subprocess.Popen(
+        [*argv, "--db", str(db), "--format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stderr is not None
+    child.stdout.close()  # gone before a byte is read: the answer's first write breaks the pipe
+    assert child.wait(timeout=300) == 0, child.stderr.read()
+    again = subprocess.run([*argv, "--db", str(db)], capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "ingested run" not in again.stderr, again.stderr
+    assert "holds these traces" in again.stderr

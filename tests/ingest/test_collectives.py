@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from tracegraph.ingest import collectives, nodes
+from tracegraph.ingest import collectives, link, nodes
 from tracegraph.ingest.parse import parse_file
 
 from ..conftest import TracePool, needs_traces, per_rank_files
@@ -65,7 +65,8 @@ def test_each_rank_s_kth_collective_is_one_instance_with_both_ranks(
 def trace_filter_participants(traces: TracePool) -> pa.Table:
     """Collective participants of trace_filter's rank 0, as the pipeline derives them."""
     (rank0,) = parse_file(per_rank_files("hta/trace_filter")[0])
-    return collectives.participants(nodes.with_keys(rank0.events, rank0.rank, "r", 0))
+    events = nodes.with_keys(rank0.events, rank0.rank, "r", 0)
+    return collectives.participants(events, link.launch_edges(events))
 
 
 @needs_traces

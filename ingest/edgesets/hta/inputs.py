@@ -66,6 +66,7 @@ def read_run(db: Path, run: str | None) -> RunNodes:
         raise EdgeSetError(f"{db}: no such database")
     with GraphStore(Path(db), read_only=True) as store:
         source = run_source(store, run)
+        source.events_needed(db, "HTA's graph")
         ids, labels, pid_ranks = _event_nodes(store, source.run_idx)
         folder = run_archive(Path(db), store, source.run_idx)
     return RunNodes(

@@ -207,6 +207,7 @@ class _RunInputs:
 
 def _run_inputs(db: Path, store: GraphStore, run: str | None, options: NativeOptions) -> _RunInputs:
     source = run_source(store, run)
+    source.events_needed(db, "a dependency graph")
     members = collective_instances(store, source.run) if options.cross_rank else {}
     hosts = rank_hosts(store, source.run) if options.cross_rank else {}
     folder = run_archive(Path(db), store, source.run_idx)

@@ -1,0 +1,45 @@
+"""The report's tables by name, and their schemas (per rank, per step, per collective)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from .collectives import SCHEMAS as COLLECTIVE_SCHEMAS
+from .memory import SCHEMA as MEMORY_SCHEMA
+from .spread import SCHEMA as SPREAD_SCHEMA
+
+_I, _F, _S = pa.int64(), pa.float64(), pa.string()
+TABLES = {
+    "spread": SPREAD_SCHEMA,
+    "steps": pa.schema(
+        [("rank", _I), ("step", _I), ("step_ns", _I), ("gpu_work", _I), ("kernel_time_ns", _I),
+         ("busy_ns", _I), ("idle_ns", _I), ("compute_ns", _I), ("exposed_communication_ns", _I)]
+    ),
+    "temporal": pa.schema(
+        [("rank", _I), ("kernel_time_ns", _I), ("idle_ns", _I), ("compute_ns", _I),
+         ("non_compute_ns", _I), ("idle_pct", _F), ("compute_pct", _F), ("non_compute_pct", _F),
+         ("idle_host_wait_ns", _I), ("idle_kernel_wait_ns", _I), ("idle_other_ns", _I)]
+    ),
+    "overlap": pa.schema(
+        [("rank", _I), ("communication_ns", _I), ("overlapped_ns", _I), ("overlap_pct", _F)]
+    ),
+    "kernel_types": pa.schema(
+        [("rank", _I), ("kernel_type", _S), ("total_ns", _I), ("pct", _F)]
+    ),
+    "top_kernels": pa.schema(
+        [("rank", _I), ("kernel_type", _S), ("name", _S), ("names", _I), ("count", _I),
+         ("total_ns", _I), ("mean_ns", _F), ("min_ns", _I), ("max_ns", _I), ("std_ns", _F)]
+    ),
+    "idle": pa.schema(
+        [("rank", _I), ("stream", _I), ("idle_category", _S), ("idle_ns", _I), ("ratio", _F)]
+    ),
+    "launches": pa.schema(
+        [("rank", _I), ("launches", _I)]
+        + [(f"{p}_{s}_ns", _F) for p in ("call", "delay") for s in ("mean", "p50", "p95", "max")]
+    ),
+    "queues": pa.schema(
+        [("rank", _I), ("stream", _I), ("launches", _I), ("max", _I), ("mean", _F)]
+    ),
+    "memory": MEMORY_SCHEMA,
+    **COLLECTIVE_SCHEMAS,
+}  # fmt: skip
