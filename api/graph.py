@@ -68,6 +68,7 @@ class Graph:
         replace: bool = False,
         summary: bool = False,
         full_ranks: Sequence[int] | str | None = None,
+        keep_going: bool = False,
         progress: Progress | None = None,
     ) -> IngestResult:
         """Ingest trace files or folders (per rank, or merged) as one run; all or nothing.
@@ -81,7 +82,9 @@ class Graph:
         the same all-or-nothing write); `summary` keeps of each rank a summary (its steps,
         collective arrivals, per-rank figures and findings), not its events (the fleet tier:
         `queries.report.summary_tier`), and then loads the events of `full_ranks` ("auto":
-        those the summary points at and a typical one; or a list) in the same write."""
+        those the summary points at and a typical one; or a list) in the same write;
+        `keep_going` passes over a file that is no readable trace (listed in the result's
+        `skipped`) rather than fail the whole ingest."""
         from .ingest.parse import ParseOptions
         from .ingest.pipeline import IngestOptions
         from .ingest.pipeline import ingest as ingest_files
@@ -107,6 +110,7 @@ class Graph:
             ray=ray,
             replace=replace,
             summarise=summarise,
+            keep_going=keep_going,
         )
         if full_ranks is None:
             return ingest_files([Path(p) for p in paths], self.path, options, progress)

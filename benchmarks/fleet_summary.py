@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -50,18 +51,22 @@ def job(ranks: int, steps: int) -> SyntheticConfig:
     )
 
 
-def tracegraph(*args: str) -> tuple[float, str]:
-    """One tracegraph command as a whole process: its wall time and stdout."""
-    start = time.perf_counter()
-    done = subprocess.run(
-        [str(Path(sys.executable).with_name("tracegraph")), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise SystemExit(f"tracegraph {' '.join(args)} failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - start, done.stdout
+def tracegraph(*args: str) -> tuple[float, str, int]:
+    """One tracegraph command as a whole process: its wall time, stdout and peak RSS (its own,
+    not its workers')."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        child = subprocess.Popen(
+            [str(Path(sys.executable).with_name("tracegraph")), *args], stdout=out, stderr=err
+        )
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            failed = err.read().decode()[-3000:]
+            raise SystemExit(f"tracegraph {' '.join(args)} failed:\n{failed}")
+        return wall, out.read().decode(), usage.ru_maxrss * 1024
 
 
 def size_of(db: Path) -> int:
@@ -98,6 +103,7 @@ def main() -> int:
     jobs = [] if args.jobs is None else ["--jobs", str(args.jobs)]
     scratch = Path(tempfile.mkdtemp(prefix="tg-fleet-summary-"))
     times: dict[str, list[float]] = {"full": [], "summary": [], "report": [], "full_ranks": []}
+    rss: dict[str, list[int]] = {"full": [], "summary": []}
     loaded = ""
     sizes: dict[str, int] = {}
     try:
@@ -106,13 +112,16 @@ def main() -> int:
                 db = scratch / f"{tier}-{i}.kz"
                 extra = ["--summary"] if tier == "summary" else []
                 note(f"ingest {tier} #{i + 1}")
-                wall, _ = tracegraph("ingest", str(folder), "--db", str(db), *jobs, *extra)
+                wall, _, peak = tracegraph("ingest", str(folder), "--db", str(db), *jobs, *extra)
                 times[tier].append(wall)
+                rss[tier].append(peak)
                 sizes[tier] = size_of(db)
-            wall, out = tracegraph("report", str(scratch / f"summary-{i}.kz"), "--format", "json")
+            wall, out, _ = tracegraph(
+                "report", str(scratch / f"summary-{i}.kz"), "--format", "json"
+            )
             times["report"].append(wall)
             report = json.loads(out)
-            wall, out = tracegraph("ingest", "--db", str(scratch / f"summary-{i}.kz"),
+            wall, out, _ = tracegraph("ingest", "--db", str(scratch / f"summary-{i}.kz"),
                                    "--full-ranks", "auto")  # fmt: skip
             times["full_ranks"].append(wall)
             loaded = out.split(" of run ")[0].removeprefix("loaded ")
@@ -134,6 +143,9 @@ def main() -> int:
              f"<= {GOAL_INGEST_RATIO}"],
             ["db + archive (MiB)", round(sizes["full"] / mib, 1), round(sizes["summary"] / mib, 1),
              round(sizes["summary"] / sizes["full"], 3), f"<= {GOAL_SIZE_RATIO}"],
+            ["main process peak RSS (MiB)", round(median(rss["full"]) / mib),
+             round(median(rss["summary"]) / mib),
+             round(median(rss["summary"]) / median(rss["full"]), 3), ""],
         ],
     )  # fmt: skip
     late, slow = config.late_rank, config.slow_kernel_rank

@@ -314,6 +314,8 @@ class SyntheticConfig:
         them, and without item_sync, the host never waits for the GPU: a wait on another rank
         shows only on the GPU's streams.
     nccl_streams: the all-reduces take turns on this many NCCL streams (21, 22, ...).
+    host_names: each per-rank file names its host (`host_name`: node{rank // gpus_per_node}),
+        as Kineto does; the ranks of one host share its clock.
     The collectives' ground truth, every rank's arrival at each, is `collective_arrivals`.
     """
 
@@ -351,6 +353,7 @@ class SyntheticConfig:
     slow_kernel_factor: float = 1.0
     host_syncs: bool = True
     nccl_streams: int = 1
+    host_names: bool = False
 
     def __post_init__(self) -> None:
         for name in (
@@ -1387,6 +1390,8 @@ def _header(config: SyntheticConfig, rank: int | None) -> str:
     injected = [f for r in range(config.ranks) for f in config.injected(r)
                 if rank is None or r == rank]  # fmt: skip
     labels = f'  "tracegraphFaults": {json.dumps(injected)},\n' if injected else ""
+    if config.host_names and rank is not None:
+        labels += f'  "host_name": "node{rank // config.gpus_per_node}",\n'
     return (
         '{\n  "schemaVersion": 1,\n'
         f'  "deviceProperties": [\n    {props}\n  ],\n'

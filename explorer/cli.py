@@ -22,9 +22,9 @@ from . import options
 # `report --format csv --table`: the findings, the report's tables (queries/report/report.py
 # TABLES, which a test holds this to) and the kernels and ops
 REPORT_TABLES = (
-    "findings", "spread", "steps", "temporal", "overlap", "kernel_types", "top_kernels", "idle",
-    "launches", "queues", "memory", "collectives", "collective_ranks", "stragglers", "kernels",
-    "ops",
+    "findings", "spread", "nodes", "steps", "temporal", "overlap", "kernel_types", "top_kernels",
+    "idle", "launches", "queues", "memory", "collectives", "collective_ranks", "stragglers",
+    "kernels", "ops",
 )  # fmt: skip
 
 
@@ -175,6 +175,12 @@ def _parser() -> argparse.ArgumentParser:
         help="keep of each rank a summary (steps, collective arrivals, figures, findings), not "
         "its events: a fleet's report in a fraction of the time and space, without critical "
         "paths",
+    )
+    p.add_argument(
+        "--keep-going",
+        action="store_true",
+        help="a file that cannot be read as a trace is reported and the others loaded (default: "
+        "it fails the whole ingest, which leaves the database as it was)",
     )
     p.add_argument(
         "--full-ranks",
@@ -342,9 +348,10 @@ def _parser() -> argparse.ArgumentParser:
     options.run(p, "the database holds several")
     p.add_argument(
         "--summary",
-        action="store_true",
+        action=argparse.BooleanOptionalAction,
         help="with traces: ingest them as summaries (see ingest --summary): a fleet's report "
-        "in a fraction of the time, without critical paths or savings",
+        "in a fraction of the time, without critical paths or savings (default: from 512 trace "
+        "files on; --no-summary: every event)",
     )
     p.add_argument("--rank", type=int, action="append", help="only this rank (repeatable)")
     p.add_argument(

@@ -25,6 +25,8 @@ MANY_RANKS = 16  # past this many ranks, the text's per-rank tables keep the ran
 TITLES = {
     "spread": "per step across ranks: GPU compute and lateness at the collectives, and the ranks "
     "that stand out (above the median by 3.5 robust deviations, at least 3.5% of the step)",
+    "nodes": "by node (the host each trace names): its ranks, those that stand out, its worst "
+    "lateness and GPU compute against the step's median",
     "steps": "per step: its GPU work (launched in the step), busy, idle and exposed communication",
     "temporal": "temporal breakdown: GPU span from first start to last end, by what filled it",
     "overlap": "communication overlapped by compute",
@@ -112,6 +114,10 @@ def write_report(
         _write_findings(out, report, db)
     kept = ranks_that_matter(report) if len(report.ranks) > MANY_RANKS else None
     for name, rows in report.tables.items():
+        if name == "nodes":
+            if rows.num_rows:  # said only where the traces name two hosts or more
+                _write_nodes(out, rows, width)
+            continue
         out.write(f"\n{TITLES[name]}:\n")
         if rows.num_rows == 0:
             out.write(f"  none ({EMPTY.get(name, 'no GPU activity')})\n")
@@ -127,6 +133,22 @@ def write_report(
         shown = _in_us(rows.drop_columns(hidden))
         text = output.render(shown, max_width=width)
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
+
+
+MANY_NODES = 8  # past this many, the text keeps the nodes with a rank that stands out
+
+
+def _write_nodes(out: TextIO, rows: pa.Table, width: int | None) -> None:
+    out.write(f"\n{TITLES['nodes']}:\n")
+    if rows.num_rows > MANY_NODES:
+        kept = rows.filter(pc.not_equal(rows["stand_out"], ""))
+        out.write(
+            f"  ({kept.num_rows} of {rows.num_rows} nodes: those with a rank that stands out; "
+            "every node: --format csv --table nodes)\n"
+        )
+        rows = kept
+    text = output.render(_in_us(rows), max_width=width)
+    out.write("".join(f"  {line}\n" for line in text.splitlines()))
 
 
 def ranks_that_matter(report: Report) -> list[int]:

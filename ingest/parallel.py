@@ -301,10 +301,12 @@ def prepare_in_parallel(
     seen: _Files,
     report: Progress,
     work: list[FileWork] | None = None,
+    keep_going: bool = False,
 ) -> Generator[PreparedRank, None, None]:
     """The prepared ranks of every file, in file order, `pool.slots` files being prepared
     beyond the one loaded (see the module docstring); each file's worker time and memory
-    appended to `work`."""
+    appended to `work`; with `keep_going`, a file that is no readable trace reported to `seen`
+    and passed over."""
     handles = _ahead(pool, found, options, run, run_idx)
     done = False
     try:
@@ -314,6 +316,11 @@ def prepare_in_parallel(
                 outcome = pool.result(handle)
             except WorkerLost as exc:
                 raise IngestError(f"{source.path}: {exc}") from exc.__cause__
+            except TraceFormatError as exc:
+                if not keep_going:
+                    raise
+                seen.failed(source, exc.reason)
+                continue
             if outcome.too_many:  # a large file of several ranks: here, rank by rank
                 yield from _in_process(source, options, run, run_idx, seen, pool.summarise)
                 continue

@@ -50,6 +50,9 @@ class IngestOptions:
     # the summary tier (`ingest --summary`): every rank summarised by this function (see
     # `prepare.Summariser`), none of its events loaded; None: every event of every rank
     summarise: Summariser | None = None
+    # a file that cannot be read as a trace is reported (`IngestResult.skipped`) and the others
+    # loaded; else (the default) it fails the whole ingest
+    keep_going: bool = False
 
 
 @dataclass(frozen=True)
@@ -187,10 +190,11 @@ def _ingest(
             )
             if pool is not None:
                 prepared = prepare_in_parallel(
-                    found, parse_options, run, run_idx, pool, seen, report, work
-                )
+                    found, parse_options, run, run_idx, pool, seen, report, work,
+                    options.keep_going,
+                )  # fmt: skip
             else:
-                traces = _rank_traces(found, parse_options, report, seen)
+                traces = _rank_traces(found, parse_options, report, seen, options.keep_going)
                 prepared = _prepared(traces, run, run_idx, writer.add, options.summarise)
             result = _load(batch, _archived(prepared, writer), run, run_idx, files, ingested_at,
                            writer)  # fmt: skip
@@ -332,6 +336,7 @@ class _Files:
     ) -> None:
         self.files, self.skipped, self.keep_source = files, skipped, keep_source
         self.owner: dict[int, str] = {}
+        self.unreadable = 0
         self.from_folder: dict[Path, int] = {}
         self.passed_over: dict[Path, list[str]] = {}
 
@@ -346,6 +351,11 @@ class _Files:
         if source.folder is not None:
             self.from_folder[source.folder] = self.from_folder.get(source.folder, 0) + 1
 
+    def failed(self, source: _Source, why: str) -> None:
+        """A file that could not be read, passed over (`--keep-going`)."""
+        self.skipped.append((str(source.path), f"not loaded: {why}"))
+        self.unreadable += 1
+
     def rank(self, source: _Source, rank: int) -> None:
         if rank in self.owner:
             raise TraceFormatError(
@@ -356,6 +366,8 @@ class _Files:
         self.owner[rank] = str(source.path)
 
     def finish(self, found: list[_Source]) -> None:
+        if self.unreadable and not self.files:
+            raise IngestError(f"none of the {len(found)} file(s) could be read as a trace")
         for folder in dict.fromkeys(s.folder for s in found if s.folder is not None):
             if not self.from_folder.get(folder):
                 names = self.passed_over.get(folder, [])
@@ -365,14 +377,39 @@ class _Files:
 
 
 def _rank_traces(
-    found: list[_Source], options: ParseOptions, report: Progress, seen: _Files
+    found: list[_Source],
+    options: ParseOptions,
+    report: Progress,
+    seen: _Files,
+    keep_going: bool = False,
 ) -> Generator[RankTrace, None, None]:
-    """The ranks of each file in turn; only one file's events are held at a time."""
+    """The ranks of each file in turn; only one file's events are held at a time; with
+    `keep_going`, a file that is no readable trace is reported to `seen` and passed over."""
     for i, source in enumerate(found):
         report("ingest", i, len(found))
-        yield from file_traces(source, options, seen)
+        traces = file_traces(source, options, seen)
+        if keep_going:
+            traces = or_passed_over(traces, source, seen)
+        yield from traces
     seen.finish(found)
     report("ingest", len(found), len(found))
+
+
+def or_passed_over(
+    traces: Generator[RankTrace, None, None], source: _Source, seen: _Files
+) -> Generator[RankTrace, None, None]:
+    """`traces`, ended where the file turns out no readable trace (`seen.failed`): the ranks
+    it gave before stay loaded. Errors of what consumes them are not caught."""
+    while True:
+        try:
+            held = [next(traces)]
+        except StopIteration:
+            return
+        except TraceFormatError as exc:
+            seen.failed(source, exc.reason)
+            traces.close()
+            return
+        yield held.pop()  # the consumer holds the only reference
 
 
 def default_run_name(paths: Sequence[Path], files: list[Path]) -> str:

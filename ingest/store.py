@@ -211,6 +211,10 @@ class GraphStore:
             for statement in schema.added_columns(table, self.properties(table.label)):
                 self._conn.execute(statement)
 
+    def has_table(self, label: str) -> bool:
+        """Whether this database holds table `label` (one made by an older tracegraph may not)."""
+        return label in self.run("CALL show_tables() RETURN name").table["name"].to_pylist()
+
     def properties(self, label: str) -> set[str]:
         """The property names of table `label` as this database holds it."""
         table = self.run(f"CALL table_info('{label}') RETURN name").table

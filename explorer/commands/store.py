@@ -54,6 +54,7 @@ def ingest_command(args: argparse.Namespace) -> int:
             replace=args.replace,
             summary=args.summary,
             full_ranks=full_ranks,
+            keep_going=args.keep_going,
             progress=progress,
         )
     for name, why in result.skipped:

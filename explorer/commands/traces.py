@@ -48,6 +48,8 @@ def resolve_database(
                              "what its ingest kept)")  # fmt: skip
         args.db = inputs[0]
         return False
+    if summary is None:  # `report`'s default: a fleet is summarised
+        summary = _many_files(inputs)
     from tracegraph.ingest.reuse import ingested
 
     answered = False
@@ -82,6 +84,25 @@ def resolve_database(
         _say_ingested(done)
     args.db, args.run = done.db, done.run
     return answered
+
+
+# From this many trace files on, `report TRACES` summarises them (`ingest --summary`) unless
+# told --no-summary: a report of a fleet in a fraction of the time a graph of every event takes.
+SUMMARY_FROM_FILES = 512
+
+
+def _many_files(inputs: list[Path]) -> bool:
+    from tracegraph.ingest.pipeline import trace_files
+
+    count = len(trace_files(inputs))
+    if count < SUMMARY_FROM_FILES:
+        return False
+    print(
+        f"tracegraph: {count:,} trace files: summarised (each rank's figures, not its events; "
+        "--no-summary for every event)",
+        file=sys.stderr,
+    )
+    return True
 
 
 def _summariser() -> Summariser:

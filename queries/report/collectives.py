@@ -96,6 +96,8 @@ def participants(store: GraphStore, run: str) -> Participants:
     kernel's launching call's start (the GPU runs behind the CPU), a range's own start. Read
     from the run's CollectiveArrival rows (every rank's, summary or full), or where a run
     ingested before them has none, from its events."""
+    if not store.has_table("CollectiveArrival"):  # a database an older tracegraph made
+        return _participants(_from_events(store, run))
     table = store.run(
         "MATCH (a:CollectiveArrival), (c:Collective) WHERE a.run = $run AND c.run = $run "
         "AND a.collective = c.id RETURN c.id AS id, c.name AS name, c.process_group AS pg, "

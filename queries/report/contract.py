@@ -165,5 +165,26 @@ def report_json(report: Report) -> dict[str, Any]:
             {**{k: v for k, v in m.items() if k != "total_ns"}, "total_us": _us(m["total_ns"])}
             for m in t["memory"]
         ],
+        "nodes": [
+            {
+                "host": n["host"],
+                "ranks": _listed(n["rank_list"]),
+                "stand_out": [int(r) for r in n["stand_out"].split()],
+                "late_max_us": _us(n["late_max_ns"]),
+                "late_max_rank": n["late_max_rank"],
+                "compute_max_pct": n["compute_max_pct"],
+                "compute_max_rank": n["compute_max_rank"],
+            }
+            for n in t.get("nodes", ())
+        ],
         "findings": [f.to_json() for f in report.findings],
     }
+
+
+def _listed(ranges: str) -> list[int]:
+    """The ranks of a `rank_ranges` text ("0–3, 7")."""
+    out: list[int] = []
+    for part in ranges.split(", "):
+        lo, _, hi = part.partition("–")
+        out.extend(range(int(lo), int(hi or lo) + 1))
+    return out

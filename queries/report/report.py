@@ -3,7 +3,10 @@
 Read from the run's archive a rank at a time (never the traces), computed by whole-array sweeps
 (`analyses`, `collectives`), checked where computed (a share never exceeds its whole), and
 returned as Arrow tables. `hta_compatible` reads the rows as HTA 0.5.0 does, to check figures
-against HTA's own (no findings, no collectives: HTA has neither).
+against HTA's own (no findings, no collectives: HTA has neither). A rank's share is
+`rank_facts`; a summary rank's (`ingest --summary`) was computed by the same function at ingest
+and is read back from the archive (`summary_tier`), and a report with summary ranks tells its
+story from the collective arrivals, not the path.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from .contract import report_json
 from .dtypes import dtype_casts
 from .findings import Finding
 from .memory import memory_rows
+from .nodes import node_rows
 from .op_args import StoreOpArgs
 from .rank_facts import FindingInputs, rank_facts
 from .ranks import ranks_phrase
@@ -160,11 +164,12 @@ def build_report(
     bound_by: dict[int, dict[str, object]] = {}
     lateness: dict[tuple[int, int], int] = {}
     if not hta_compatible:
+        hosts = rank_hosts(store, source.run)
         instances, per_rank, arrival_stragglers, lateness = collectives.collective_rows(
             collectives.participants(store, source.run),
             every_step,
             step,
-            rank_hosts(store, source.run),
+            hosts,
         )
         rows["memory"] = memory_rows(store, source.run, loaded) + rows["memory"]
         rows["memory"].sort(key=lambda row: row["rank"])  # stable: by kind within a rank
@@ -174,6 +179,7 @@ def build_report(
         rows["spread"] = spread_rows("compute", computed, medians) + spread_rows(
             "late", lateness, medians
         )
+        rows["nodes"] = node_rows(hosts, wanted, rows["spread"], lateness, computed)
     if summarised:
         # no events, no path: who was late is told by the arrivals alone, and no finding's
         # saving can be worked out

@@ -6,11 +6,13 @@ import pyarrow as pa
 
 from .collectives import SCHEMAS as COLLECTIVE_SCHEMAS
 from .memory import SCHEMA as MEMORY_SCHEMA
+from .nodes import SCHEMA as NODES_SCHEMA
 from .spread import SCHEMA as SPREAD_SCHEMA
 
 _I, _F, _S = pa.int64(), pa.float64(), pa.string()
 TABLES = {
     "spread": SPREAD_SCHEMA,
+    "nodes": NODES_SCHEMA,
     "steps": pa.schema(
         [("rank", _I), ("step", _I), ("step_ns", _I), ("gpu_work", _I), ("kernel_time_ns", _I),
          ("busy_ns", _I), ("idle_ns", _I), ("compute_ns", _I), ("exposed_communication_ns", _I)]

@@ -160,3 +160,21 @@ def test_a_reader_gone_before_the_write_commits_still_gets_it_written(tmp_path: 
     again = subprocess.run([*argv, "--db", str(db)], capture_output=True, text=True, timeout=300)
     assert again.returncode == 0 and "ingested run" not in again.stderr, again.stderr
     assert "holds these traces" in again.stderr
+
+
+def test_report_summarises_a_fleet_unless_told_not_to(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From SUMMARY_FROM_FILES trace files on, `report TRACES` ingests summaries (lowered here
+    to the 4 files of a real gloo job), says so, and caches them apart from a full ingest."""
+    from tracegraph.explorer.commands import traces
+
+    monkeypatch.setattr(traces, "SUMMARY_FROM_FILES", 4)
+    folder = Path(__file__).resolve().parents[1] / "data" / "gloo_4r" / "data_stall"
+    code, out, err = run(capsys, "report", folder)
+    assert code == 0 and "trace files: summarised" in err and "summary tier: 4 ranks (0–3)" in out
+    code, out, err = run(capsys, "report", folder, "--no-summary")
+    assert code == 0 and "summarised" not in err and "summary tier" not in out
+    assert "ingested run" in err  # not the summary's database: the cache keeps them apart
+    code, out, err = run(capsys, "report", trace("cpu_ddp_2r"))  # 2 files: in full
+    assert code == 0 and "summary tier" not in out

@@ -479,3 +479,37 @@ def _counted_pauses(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
 
     monkeypatch.setattr(GraphStore, "commit_and_pause", counted)
     return pauses
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+@pytest.mark.parametrize("summary", [False, True])
+def test_keep_going_passes_over_a_bad_file_and_loads_the_others(
+    tmp_path: Path, jobs: int, summary: bool
+) -> None:
+    """One rank's file is cut short: by default the ingest fails and the database stays as it
+    was; with keep_going that file is listed as skipped and the other ranks are the run, as if
+    ingested alone (in this process or by workers, summaries or events)."""
+    from dataclasses import replace as with_
+
+    import tracegraph
+    from tracegraph.examples.truth_jobs import BASE
+    from tracegraph.ingest.errors import TracegraphError
+
+    from ..conftest import dump
+
+    files = write_per_rank(with_(BASE, ranks=4), tmp_path / "traces")
+    bad = files[2]
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])  # a capture cut short
+    db, alone = tmp_path / "kept.kz", tmp_path / "alone.kz"
+    with pytest.raises(TracegraphError, match=str(bad)):
+        tracegraph.open(db).ingest(tmp_path / "traces", jobs=jobs, summary=summary)
+    assert not db.exists()
+    result = tracegraph.open(db).ingest(
+        tmp_path / "traces", jobs=jobs, summary=summary, keep_going=True, run="job"
+    )
+    assert [r.rank for r in result.ranks] == [0, 1, 3]
+    ((what, why),) = result.skipped
+    assert what == str(bad) and why.startswith("not loaded: ")
+    good = [f for f in files if f != bad]
+    tracegraph.open(alone).ingest(*good, summary=summary, run="job")
+    assert dump(db) == dump(alone)

@@ -65,7 +65,7 @@ def _transfers(report: Report) -> dict[tuple[int, ...], int]:
 def test_a_summary_ranks_figures_equal_the_full_reports(name: str, tmp_path: Path) -> None:
     full, summary, db = _both(name, REAL[name], tmp_path)
     assert summary.summarised == summary.ranks and not full.summarised
-    for table in (*RANK_TABLES, "collectives", "collective_ranks", "spread", "memory"):
+    for table in (*RANK_TABLES, "collectives", "collective_ranks", "spread", "memory", "nodes"):
         assert summary.tables[table].equals(full.tables[table]), table
     assert _comparable(summary) == _comparable(full)
     # the waits the arrivals show are the path's within 10% (trace_filter: 84.6 vs 80.3 ms)
@@ -210,3 +210,19 @@ def test_full_ranks_later_all_or_nothing(
     assert main(["path", str(db)]) == 0
     captured = capsys.readouterr()
     assert "the path joins rank 0, the ranks with events" in captured.err
+
+
+@needs_traces
+def test_a_database_from_before_tiers_reports_as_it_did(tmp_path: Path) -> None:
+    """No CollectiveArrival table, no Rank.tier (an older tracegraph's database): the report
+    reads the participants from the events, every rank has events, the same answer."""
+    from tracegraph.ingest.store import GraphStore
+
+    db = tmp_path / "old.kz"
+    tracegraph.open(db).ingest(REAL["trace_filter"], run="old")
+    before = tracegraph.open(db).report().to_json()
+    with GraphStore(db, read_only=False) as store:
+        store.run("DROP TABLE CollectiveArrival")
+        store.run("ALTER TABLE Rank DROP tier")
+    after = tracegraph.open(db).report()
+    assert after.to_json() == before and after.summarised == ()
