@@ -8,6 +8,7 @@ Grouping is by hash over all ranks at once, so the cost is linear in the number 
 
 from __future__ import annotations
 
+import msgspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -17,15 +18,17 @@ _KERNEL_NAME = r"(?i)^(?:nccl|rccl)(?:Dev)?Kernel_(?P<op>[A-Za-z]+)"
 _GLOO_PREFIX = "gloo:"
 
 
+def is_collective_kernel(events: pa.Table) -> pa.ChunkedArray:
+    """Per event, whether its name is an NCCL/RCCL kernel's (of GPU rows, the participants)."""
+    return pc.match_substring_regex(events["name"], _KERNEL_PATTERN)
+
+
 def participants(events: pa.Table, launches: pa.Table) -> pa.Table:
     """One rank's collective participants: id, label, rank, ts, group, op, seq, and what the
     fleet questions read of each (`CollectiveArrival`): dur, args, and anchor (what places it
     in a step: a kernel's launching call's start, from the rank's LAUNCHES edges `launches`,
     as the GPU runs behind the CPU; a range's own start)."""
-    is_kernel = pc.and_(
-        pc.equal(events["label"], "Kernel"),
-        pc.match_substring_regex(events["name"], _KERNEL_PATTERN),
-    )
+    is_kernel = pc.and_(pc.equal(events["label"], "Kernel"), is_collective_kernel(events))
     is_gloo = pc.and_(pc.equal(events["label"], "Op"), pc.starts_with(events["name"], _GLOO_PREFIX))
     columns = ["id", "label", "rank", "ts", "dur", "args", "name", "pg_name", "coll_name",
                "coll_seq"]  # fmt: skip
@@ -46,10 +49,36 @@ def participants(events: pa.Table, launches: pa.Table) -> pa.Table:
             "op": op,
             "seq": part["coll_seq"],
             "dur": part["dur"],
-            "args": part["args"],
+            "args": pa.array([message_args(a) for a in part["args"].to_pylist()], pa.string()),
             "anchor": _anchors(part, events, launches),
         }
     )
+
+
+# What the report reads of a participant's args: its message size (NCCL's element counts and
+# dtype; a gloo range's first input's dims and type). NCCL kernels' args also list every rank of
+# the process group, kilobytes each at 1,024 ranks: kept whole they would grow with the square
+# of the job.
+MESSAGE_ARGS = ("In msg nelems", "Out msg nelems", "dtype")
+FIRST_INPUT_ARGS = ("Input Dims", "Input type")
+
+
+def message_args(args: str | None) -> str | None:
+    """The args JSON text reduced to what says a collective's message size (None: none)."""
+    if not args:
+        return None
+    try:
+        data = msgspec.json.decode(args)
+    except msgspec.DecodeError:
+        return None
+    if not isinstance(data, dict):
+        return None
+    kept = {k: data[k] for k in MESSAGE_ARGS if k in data}
+    for key in FIRST_INPUT_ARGS:
+        value = data.get(key)
+        if isinstance(value, list) and value:
+            kept[key] = value[:1]
+    return msgspec.json.encode(kept).decode() if kept else None
 
 
 def _anchors(part: pa.Table, events: pa.Table, launches: pa.Table) -> pa.Array:

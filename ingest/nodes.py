@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -64,6 +65,27 @@ def with_keys(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
     sorted_columns["run"] = _repeated(pa.scalar(run, pa.string()), lengths)
     sorted_columns["rank"] = rank_column
     return pa.table(sorted_columns)
+
+
+def keyed(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
+    """The rank's events with `id`, `run` and `rank` columns (and GPU device/stream as
+    `with_keys` sets them), in the order given: for readers that select and aggregate (a
+    summary's), which need no node tables and so no sort."""
+    n = events.num_rows
+    if not 0 <= rank <= schema.MAX_RANK or (n and pc.max(events["ev_idx"]).as_py() > schema.MAX_EV):
+        raise ValueError(f"rank {rank} or an event index is out of range")
+    is_gpu = pc.equal(events["label"], "Kernel")
+    device = pc.if_else(is_gpu, pc.coalesce(events["device"], events["pid"]), events["device"])
+    stream = pc.if_else(is_gpu, pc.coalesce(events["stream"], events["tid"]), events["stream"])
+    events = events.set_column(events.column_names.index("device"), "device", device)
+    events = events.set_column(events.column_names.index("stream"), "stream", stream)
+    ev_idx = events["ev_idx"].to_numpy().astype(np.int64)
+    ids = np.int64(schema.event_key(run_idx, rank, 0)) | ev_idx
+    return (
+        events.append_column("id", pa.array(ids, pa.int64()))
+        .append_column("run", pa.repeat(pa.scalar(run, pa.string()), n))
+        .append_column("rank", pa.repeat(pa.scalar(rank, pa.int64()), n))
+    )
 
 
 def _node_rows_first(labels: pa.ChunkedArray, order: pa.Array) -> list[pa.Array]:

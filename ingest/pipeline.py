@@ -461,10 +461,8 @@ def _load(
     figures included)."""
     edge_counts: dict[str, int] = {}
     summaries: list[RankSummary] = []
-    parts: list[pa.Table] = []
-    steps: list[pa.Table] = []
+    gathered = _Gathered()  # each rank's participants, steps and summary tables
     rank_rows: list[dict[str, object]] = []
-    facts: dict[str, list[pa.Table]] = {}
     store = batch.store
     world_size = 0
     for prepared in ranks:
@@ -475,16 +473,15 @@ def _load(
             batch.flush()
         for label, rows in prepared.edge_rows().items():
             edge_counts[label] = edge_counts.get(label, 0) + rows
-        parts.append(prepared.participants)
-        steps.append(prepared.steps)
+        gathered.add(PARTICIPANTS, prepared.participants)
+        gathered.add(STEPS, prepared.steps)
+        for name, table in prepared.facts.items():
+            gathered.add(name, table)
         summaries.append(prepared.summary)
         rank_rows.append(prepared.rank_row)
-        for name, table in prepared.facts.items():
-            facts.setdefault(name, []).append(table)
         del prepared  # the batch holds what it needs; free the rest as we go
     batch.flush(last=True)
-    participants = pa.concat_tables(parts)
-    del parts
+    participants = gathered.pop(PARTICIPANTS)
     coll_nodes, part_of = collectives.match(participants, run, run_idx)
     store.copy("Collective", schema.conform(coll_nodes, schema.COLLECTIVE))
     loaded = _loaded_endpoints(part_of, rank_rows)
@@ -494,10 +491,11 @@ def _load(
     )
     arrivals = collectives.arrivals(participants, part_of, run)
     store.copy("CollectiveArrival", schema.conform(arrivals, schema.COLLECTIVE_ARRIVAL))
-    for name, tables in facts.items():
-        writer.add_table(name, pa.concat_tables(tables))
+    steps = gathered.pop(STEPS)
+    for name in gathered.names():
+        writer.add_table(name, gathered.pop(name))
     store.copy("Rank", schema.conform(pa.Table.from_pylist(rank_rows), schema.RANK))
-    store.copy("Step", schema.conform(pa.concat_tables(steps), schema.STEP))
+    store.copy("Step", schema.conform(steps, schema.STEP))
     world_size = world_size or len(summaries)
     run_row = {
         "name": run,
@@ -511,6 +509,32 @@ def _load(
     }
     store.copy("Run", schema.conform(pa.Table.from_pylist([run_row]), schema.RUN))
     return IngestResult(run, summaries, coll_nodes.num_rows, edge_counts)
+
+
+PARTICIPANTS, STEPS = ".participants", ".steps"  # not names of a summary's tables
+
+
+class _Gathered:
+    """Small tables of every rank, by name, compacted every COMPACT_EVERY ranks into one: a
+    table read from a worker carries its own schema and buffers (~7 kB each, more than its rows
+    at a few rows), which at 1,024 ranks of 15 tables held ~110 MiB."""
+
+    COMPACT_EVERY = 64
+
+    def __init__(self) -> None:
+        self.tables: dict[str, list[pa.Table]] = {}
+
+    def add(self, name: str, table: pa.Table) -> None:
+        held = self.tables.setdefault(name, [])
+        held.append(table)
+        if len(held) > self.COMPACT_EVERY:
+            self.tables[name] = [pa.concat_tables(held).combine_chunks()]
+
+    def names(self) -> list[str]:
+        return list(self.tables)
+
+    def pop(self, name: str) -> pa.Table:
+        return pa.concat_tables(self.tables.pop(name)).combine_chunks()
 
 
 def _loaded_endpoints(part_of: pa.Table, rank_rows: list[dict[str, object]]) -> pa.Table:

@@ -128,14 +128,19 @@ def summary_rank(trace: RankTrace, run: str, run_idx: int, summarise: Summariser
     """The rank in a summary tier: its Rank and Step rows, collective participants and
     `summarise`'s figures; no node, edge or archive tables (its events are not loaded)."""
     rows = frame_source(trace).rows
-    events = nodes.with_keys(trace.events, trace.rank, run, run_idx)
+    events = nodes.keyed(trace.events, trace.rank, run, run_idx)
     trace = replace(trace, events=trace.events.schema.empty_table())
     steps = step_rows(events, trace.rank, run, run_idx)
-    counts = {label: pc.sum(pc.equal(events["label"], label)).as_py() or 0
-              for label in schema.EVENT_LABELS}  # fmt: skip
-    counts["cuda_sync"] = pc.sum(pc.equal(events["label"], "sync")).as_py() or 0
+    by_label = pc.value_counts(events["label"]).to_pylist()
+    found = {c["values"]: c["counts"] for c in by_label}
+    counts = {label: found.get(label, 0) for label in schema.EVENT_LABELS}
+    counts["cuda_sync"] = found.get("sync", 0)
     facts = summarise(trace.rank, rows, events, steps, run_idx)
-    participants = collectives.participants(events, link.launch_edges(events))
+    # in the full ingest's order (its events sorted by label, ts, ev_idx): the Collective
+    # nodes are numbered in the order their participants come
+    participants = collectives.participants(events, _collective_launches(events)).sort_by(
+        [("label", "ascending"), ("ts", "ascending"), ("id", "ascending")]
+    )
     rank_row = _rank_row(trace, run, run_idx, events, counts) | {"tier": "summary"}
     return PreparedRank(
         trace.rank,
@@ -151,6 +156,17 @@ def summary_rank(trace: RankTrace, run: str, run_idx: int, summarise: Summariser
         archived=True,  # nothing to archive: its figures are in `facts`
         facts=facts,
     )
+
+
+def _collective_launches(events: pa.Table) -> pa.Table:
+    """The LAUNCHES edges of the rank's collective kernels (all a summary needs of them)."""
+    label = events["label"]
+    keep = pc.or_(
+        pc.is_in(label, pa.array(["Runtime", "flow"])),  # flows: a launch its correlation misses
+        pc.and_(pc.equal(label, "Kernel"), collectives.is_collective_kernel(events)),
+    )
+    needed = ["id", "label", "cat", "ph", "pid", "tid", "ts", "correlation", "flow_id"]
+    return link.launch_edges(events.select(needed).filter(keep))  # selected first: a filter copies
 
 
 def _rank_edges(events: pa.Table) -> dict[str, pa.Table]:
