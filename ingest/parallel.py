@@ -41,7 +41,7 @@ import pyarrow as pa
 
 from .archive import is_partial_of, write_rank
 from .batch import write_load_files
-from .errors import IngestError, TraceFormatError
+from .errors import IngestError, TraceFormatError, TracegraphError
 from .lifeline import die_with_parent
 from .memory import returning_memory
 from .parse import ParseOptions
@@ -148,6 +148,20 @@ def _prepare_file(
     finally:
         traces.close()
     return FileOutcome(ranks, work_s=time.perf_counter() - started, peak_rss_bytes=_peak_rss())
+
+
+def prepare_files(
+    jobs: list[tuple[object, ...]],
+) -> list[FileOutcome | TracegraphError]:
+    """`prepare_file` of several files in one task (a summary's small files on Ray: a task per
+    file costs the driver more than the summary), each file's own error in its place."""
+    out: list[FileOutcome | TracegraphError] = []
+    for args in jobs:
+        try:
+            out.append(prepare_file(*args))  # type: ignore[arg-type]
+        except TracegraphError as exc:
+            out.append(exc)
+    return out
 
 
 def _emptied(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:

@@ -12,10 +12,12 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from tracegraph import open as open_graph
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.ingest.errors import IngestError, TraceFormatError
 from tracegraph.ingest.pipeline import IngestOptions, ingest
@@ -84,6 +86,36 @@ def test_a_task_error_is_the_error_one_process_gives(cluster: str, tmp_path: Pat
         errors.append((caught.value.path, caught.value.reason))
         assert not db.exists()  # nothing half-written
     assert errors[0] == errors[1] and "gzip" in errors[0][1]
+
+
+def test_a_summary_on_ray_is_one_process_summary(
+    cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Summaries go in tasks of several files (3 here, over 7 files: the last task short): the
+    same database, the same summary tables, and a bad file's own error in its place, passed
+    over with keep_going as in one process."""
+    from tracegraph.ingest import ray_pool
+    from tracegraph.queries.report.summary_tier import summary_tables
+
+    monkeypatch.setattr(ray_pool, "BATCH_FILES", 3)
+    job = tmp_path / "job"
+    files = write_per_rank(SyntheticConfig(ranks=7, steps=2, layers=1), job)
+    one, on_ray = tmp_path / "one.kz", tmp_path / "ray.kz"
+    ingest([job], one, IngestOptions(run="job", jobs=1, summarise=summary_tables))
+    ingest([job], on_ray, IngestOptions(run="job", ray="auto", summarise=summary_tables))
+    assert dump(on_ray) == dump(one)
+    assert open_graph(on_ray).report().to_json() == open_graph(one).report().to_json()
+    files[4].write_text(files[4].read_text()[:1000])  # cut short, in the second task
+    kept = {}
+    for name, options in (("one", IngestOptions(jobs=1)), ("ray", IngestOptions(ray="auto"))):
+        with pytest.raises(TraceFormatError, match="rank4"):
+            ingest([job], tmp_path / f"bad-{name}.kz", replace(options, summarise=summary_tables))
+        db = tmp_path / f"kept-{name}.kz"
+        going = replace(options, summarise=summary_tables, keep_going=True, run="job")
+        kept[name] = ingest([job], db, going)
+    assert [r.rank for r in kept["ray"].ranks] == [0, 1, 2, 3, 5, 6]
+    assert kept["ray"].skipped == kept["one"].skipped
+    assert dump(tmp_path / "kept-ray.kz") == dump(tmp_path / "kept-one.kz")
 
 
 def test_the_cli_joins_a_cluster_by_its_address(cluster: str, tmp_path: Path) -> None:
