@@ -68,6 +68,13 @@ KEYMAP: dict[str, tuple[KeySpec, ...]] = {
         KeySpec("open_step", "enter", "Open step", "overview: open step"),
         KeySpec("next_run", "r", "Next run", "overview: next run"),
         KeySpec("reload", "ctrl+l", "Reload", "overview: reload", show=False),
+        KeySpec(
+            "load_full_ranks",
+            "f",
+            "Full ranks",
+            "overview: load the events of the ranks a summary points at",
+            show=False,
+        ),
     ),
     "step": (
         KeySpec("previous_step", "comma", "Prev step", "step: previous step"),

@@ -15,6 +15,7 @@ from textual.worker import get_current_worker
 
 from tracegraph.queries.crossrank import StepVerdict
 from tracegraph.queries.overview import RunOverview, gpu_busy, run_overview
+from tracegraph.queries.report.ranks import ranks_phrase
 from tracegraph.queries.step import edge_set_names
 
 from .. import keymap
@@ -283,7 +284,37 @@ class OverviewScreen(ExplorerScreen):
     def action_reload(self) -> None:
         self.load(self.run_name, reopen=True)
 
+    def action_load_full_ranks(self) -> None:
+        """A summary run (`ingest --summary`): load the events of the ranks its report points
+        at, and a typical one (`ingest --full-ranks auto`), then show the run again."""
+        run = self.loaded.overview.run if self.loaded is not None else None
+        if run is None or not run.summarised:
+            self.notify("every rank of this run has its events loaded")
+            return
+        if self.explorer.served:
+            self.notify("a served explorer writes nothing: run `tracegraph ingest --db DB "
+                        "--full-ranks auto` on the server")  # fmt: skip
+            return
+        self.notify(f"loading the ranks run {run.name}'s summary points at…")
+        self._load_full_ranks(run.name)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="full-ranks")
+    def _load_full_ranks(self, run: str) -> None:
+        import tracegraph
+
+        try:
+            full = tracegraph.open(self.explorer.db).load_full_ranks("auto", run=run)
+        except Exception as exc:  # noqa: BLE001 - shown in a dialog, the app stays up
+            self.post_message(QueryFailed("loading full ranks", str(exc)))
+            return
+        self.app.call_from_thread(
+            self.notify, f"loaded {ranks_phrase(full.ranks)} in full: {full.events:,} events"
+        )
+        self.app.call_from_thread(self.load, run, True)
+
 
 def _summaries(ranks: tuple[int, ...]) -> str:
     """What a header says of a run's summary ranks (`ingest --summary`)."""
-    return f" (+ {len(ranks):,} summary rank(s), events not loaded)" if ranks else ""
+    if not ranks:
+        return ""
+    return f" (+ {len(ranks):,} summary rank(s), events not loaded; f: load those that matter)"
