@@ -109,8 +109,8 @@ def ingested(
             held = next((r["name"] for r in _runs(db) if r["name"] == name), None)
         else:
             held = held_run(db, files, name)
-        if held is not None:
-            return Ingested(db, held, None)
+        if held is not None and (summarise is not None or not _has_summaries(db, held)):
+            return Ingested(db, held, None)  # (every event asked for: a summary run is redone)
         options = IngestOptions(run=name, replace=True, summarise=summarise)
         try:
             result = ingest(list(paths), db, options, progress, answered if answer else None)
@@ -153,6 +153,21 @@ def _runs(db: Path) -> list[dict[str, str]]:
         ).table.to_pylist()
     except TracegraphError:
         return []  # not a tracegraph database yet: the ingest says what is wrong with it
+    finally:
+        store.close()
+
+
+def _has_summaries(db: Path, run: str) -> bool:
+    """Whether some rank of `run` is a summary (`ingest --summary`): its events not loaded."""
+    store = GraphStore(db, read_only=True)
+    try:
+        if "tier" not in store.properties("Rank"):
+            return False
+        table = store.run(
+            "MATCH (k:Rank) WHERE k.run = $run AND k.tier = 'summary' RETURN count(*) AS n",
+            {"run": run},
+        ).table
+        return bool(table["n"][0].as_py())
     finally:
         store.close()
 

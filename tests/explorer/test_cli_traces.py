@@ -178,3 +178,17 @@ def test_report_summarises_a_fleet_unless_told_not_to(
     assert "ingested run" in err  # not the summary's database: the cache keeps them apart
     code, out, err = run(capsys, "report", trace("cpu_ddp_2r"))  # 2 files: in full
     assert code == 0 and "summary tier" not in out
+
+
+def test_a_summary_run_is_redone_when_every_event_is_asked_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """In a database named with --db: a summary of the traces is not an answer to a report of
+    every event (it is ingested again, in full, in its place); a full run is one to a summary's."""
+    folder, db = trace("cpu_ddp_2r"), tmp_path / "both.kz"
+    code, out, err = run(capsys, "report", folder, "--db", db, "--summary")
+    assert code == 0 and "summarised run" in err and "summary tier" in out
+    code, out, err = run(capsys, "report", folder, "--db", db)
+    assert code == 0 and "ingested run" in err and "summary tier" not in out
+    code, out, err = run(capsys, "report", folder, "--db", db, "--summary")
+    assert code == 0 and "holds these traces" in err and "summary tier" not in out
