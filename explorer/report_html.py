@@ -98,9 +98,30 @@ HEAT_FROM_RANKS = 8  # from this many ranks, the ranks x steps maps come before 
 def _heat_section(report: Report) -> list[str]:
     """Ranks x steps: each rank's GPU compute against the step's median, and its lateness at
     the step's collectives: at hundreds of ranks the one that differs is a line across."""
+    heat = heat_values(report)
+    if heat is None:
+        return []
+    ranks, numbers, compute, late = heat
+    panels = [("GPU compute, % of the step's median", compute, "%"),
+              ("lateness at the step's collectives (ms)", late, "ms")]  # fmt: skip
+    size = (9.0, min(12.0, 2.5 + 0.012 * len(ranks)))
+    return [
+        "<h2>Ranks × steps</h2>",
+        _svg(size, lambda ax: _draw_heat(ax, panels, ranks, numbers))
+        + "<p class='note'>One row per rank, one column per step: a slow GPU is a bright line "
+        "on the left, a late host on the right (a slow GPU arrives late too).</p>",
+    ]
+
+
+def heat_values(
+    report: Report,
+) -> tuple[list[int], list[int], np.ndarray, np.ndarray] | None:
+    """The ranks × steps maps' values: ranks, steps, each rank's GPU compute as % of the
+    step's median, its lateness in ms (NaN where unknown); None below HEAT_FROM_RANKS ranks or
+    without steps."""
     steps = report.tables["steps"]
     if len(report.ranks) < HEAT_FROM_RANKS or not steps.num_rows:
-        return []
+        return None
     numbers = sorted(set(steps["step"].to_pylist()))
     ranks = list(report.ranks)
     compute = np.full((len(ranks), len(numbers)), np.nan)
@@ -113,15 +134,7 @@ def _heat_section(report: Report) -> list[str]:
     for (number, rank), ns in report.lateness.items():
         if rank in row and number in col:
             late[row[rank], col[number]] = ns / 1e6
-    panels = [("GPU compute, % of the step's median", compute, "%"),
-              ("lateness at the step's collectives (ms)", late, "ms")]  # fmt: skip
-    size = (9.0, min(12.0, 2.5 + 0.012 * len(ranks)))
-    return [
-        "<h2>Ranks × steps</h2>",
-        _svg(size, lambda ax: _draw_heat(ax, panels, ranks, numbers))
-        + "<p class='note'>One row per rank, one column per step: a slow GPU is a bright line "
-        "on the left, a late host on the right (a slow GPU arrives late too).</p>",
-    ]
+    return ranks, numbers, compute, late
 
 
 def _draw_heat(

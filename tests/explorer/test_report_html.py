@@ -184,3 +184,33 @@ def test_report_without_html_leaves_matplotlib_unloaded(synthetic: tuple[Path, R
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_the_ranks_by_steps_maps_show_the_slow_gpu_and_the_late_host(tmp_path: Path) -> None:
+    """From 8 ranks the page opens with the ranks × steps maps: the slow GPU's row is far
+    above the step's median compute, the late host's lateness is what was injected (20 ms), and
+    an ordinary rank is near 100% and on time; below 8 ranks there are none."""
+    from dataclasses import replace
+
+    import numpy as np
+
+    from tracegraph.examples.truth_jobs import BASE
+    from tracegraph.explorer.report_html import heat_values, report_html
+
+    job = replace(BASE, ranks=8, late_rank=5, late_us=20_000, slow_kernel_rank=2,
+                  slow_kernel_factor=25.0)  # fmt: skip
+    db = tmp_path / "eight.kz"
+    tracegraph.open(db).ingest(*write_per_rank(job, tmp_path / "t"), run="eight")
+    report = tracegraph.open(db).report()
+    heat = heat_values(report)
+    assert heat is not None
+    ranks, steps, compute, late = heat
+    assert ranks == list(range(8)) and len(steps) == job.steps
+    assert (compute[2] > 1000).all()  # 25x GEMMs
+    assert np.allclose(compute[0], 100, rtol=0.05)
+    assert np.allclose(late[5], 20.0, rtol=0.05) and (np.abs(late[0]) < 1).all()
+    assert "Ranks × steps" in report_html(report, str(db))
+    small = tracegraph.open(tmp_path / "four.kz")
+    small.ingest(*write_per_rank(replace(job, ranks=4, late_rank=None, slow_kernel_rank=None),
+                                 tmp_path / "t4"))  # fmt: skip
+    assert heat_values(small.report()) is None

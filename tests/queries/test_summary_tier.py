@@ -5,6 +5,7 @@ event is loaded, and a synthetic job's injected late host and slow GPU are named
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from pathlib import Path
 
@@ -147,6 +148,9 @@ def test_what_needs_events_says_so(tmp_path: Path, capsys: pytest.CaptureFixture
     assert main(["report", str(db)]) == 0
     out = capsys.readouterr().out
     assert "summary tier: ranks 0, 1 kept as summaries" in out
+    assert main(["info", str(db), "--format", "json"]) == 0
+    info = json.loads(capsys.readouterr().out)
+    assert [r["tier"] for r in info["runs"][0]["ranks"]] == ["summary", "summary"]
 
 
 def _rank_rows(db: Path, ranks: set[int]) -> dict[str, list]:
