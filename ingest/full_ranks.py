@@ -99,7 +99,7 @@ def load_full_ranks(
                 events += sum(t.num_rows for t in prepared.node_tables.values())
                 for label, n in prepared.edge_rows().items():
                     edges[label] = edges.get(label, 0) + n
-                batch.flush()
+                batch.flush(last=True)  # its events in place for its PART_OF; no pause
                 edges["PART_OF"] = edges.get("PART_OF", 0) + _part_of(
                     store, run, prepared.participants
                 )
