@@ -82,8 +82,8 @@ def load_full_ranks(
     try:
         for i, (file, of_file) in enumerate(by_file.items()):
             report("full ranks", i, len(by_file))
-            shared = sum(1 for f in summary.values() if f == file) > 1 or _merged(store, run, file)
-            options = ParseOptions() if shared else ParseOptions(rank=of_file[0])
+            # a file of one rank is read as the first ingest read it: with that rank
+            options = ParseOptions() if _merged(store, run, file) else ParseOptions(rank=of_file[0])
             found: set[int] = set()
             for trace in _traces(Path(file), options):
                 if trace.rank not in of_file:

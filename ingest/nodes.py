@@ -36,15 +36,7 @@ def with_keys(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
     Sorting moves one column at a time and drops the original as it goes: pass a table nothing
     else refers to, and peak memory stays near one copy of it.
     """
-    n = events.num_rows
-    if not 0 <= rank <= schema.MAX_RANK or (n and pc.max(events["ev_idx"]).as_py() > schema.MAX_EV):
-        raise ValueError(f"rank {rank} or an event index is out of range")
-    is_gpu = pc.equal(events["label"], "Kernel")
-    # Kineto puts GPU activity on pid = device, tid = stream; args say so too where present.
-    device = pc.if_else(is_gpu, pc.coalesce(events["device"], events["pid"]), events["device"])
-    stream = pc.if_else(is_gpu, pc.coalesce(events["stream"], events["tid"]), events["stream"])
-    events = events.set_column(events.column_names.index("device"), "device", device)
-    events = events.set_column(events.column_names.index("stream"), "stream", stream)
+    events = _on_gpu_lanes(events, rank)
     order = pc.sort_indices(
         events.select(["label", "ts", "ev_idx"]),
         sort_keys=[("label", "ascending"), ("ts", "ascending"), ("ev_idx", "ascending")],
@@ -72,13 +64,7 @@ def keyed(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
     `with_keys` sets them), in the order given: for readers that select and aggregate (a
     summary's), which need no node tables and so no sort."""
     n = events.num_rows
-    if not 0 <= rank <= schema.MAX_RANK or (n and pc.max(events["ev_idx"]).as_py() > schema.MAX_EV):
-        raise ValueError(f"rank {rank} or an event index is out of range")
-    is_gpu = pc.equal(events["label"], "Kernel")
-    device = pc.if_else(is_gpu, pc.coalesce(events["device"], events["pid"]), events["device"])
-    stream = pc.if_else(is_gpu, pc.coalesce(events["stream"], events["tid"]), events["stream"])
-    events = events.set_column(events.column_names.index("device"), "device", device)
-    events = events.set_column(events.column_names.index("stream"), "stream", stream)
+    events = _on_gpu_lanes(events, rank)
     ev_idx = events["ev_idx"].to_numpy().astype(np.int64)
     ids = np.int64(schema.event_key(run_idx, rank, 0)) | ev_idx
     return (
@@ -86,6 +72,20 @@ def keyed(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
         .append_column("run", pa.repeat(pa.scalar(run, pa.string()), n))
         .append_column("rank", pa.repeat(pa.scalar(rank, pa.int64()), n))
     )
+
+
+def _on_gpu_lanes(events: pa.Table, rank: int) -> pa.Table:
+    """The events checked to be keyable (rank and ev_idx in range), each GPU row's device and
+    stream set: Kineto puts GPU activity on pid = device, tid = stream; args say so too where
+    present."""
+    n = events.num_rows
+    if not 0 <= rank <= schema.MAX_RANK or (n and pc.max(events["ev_idx"]).as_py() > schema.MAX_EV):
+        raise ValueError(f"rank {rank} or an event index is out of range")
+    is_gpu = pc.equal(events["label"], "Kernel")
+    device = pc.if_else(is_gpu, pc.coalesce(events["device"], events["pid"]), events["device"])
+    stream = pc.if_else(is_gpu, pc.coalesce(events["stream"], events["tid"]), events["stream"])
+    events = events.set_column(events.column_names.index("device"), "device", device)
+    return events.set_column(events.column_names.index("stream"), "stream", stream)
 
 
 def _node_rows_first(labels: pa.ChunkedArray, order: pa.Array) -> list[pa.Array]:
