@@ -151,7 +151,7 @@ class Graph:
         if not isinstance(ranks, str):
             return sorted(set(int(r) for r in ranks))
         if ranks != "auto":
-            raise TracegraphError(f"--full-ranks {ranks}: auto, or a list of ranks (0,5,7)")
+            raise TracegraphError(f"full_ranks={ranks!r}: 'auto', or a list of ranks ([0, 5, 7])")
         from .queries.report.report import build_report
         from .queries.report.summary_tier import auto_full_ranks
 

@@ -91,6 +91,7 @@ HIDDEN = 1024
 PARAMS_PER_LAYER = HIDDEN * HIDDEN + 3 * HIDDEN  # linear weight + bias, layer-norm weight + bias
 NCCL_BUS_GBPS = 180  # bytes per ns
 NCCL_LATENCY_NS = 18_000
+UNMATCHED_HANG_NS = 50_000_000  # a collective some rank never enters: runs to the trace's end
 
 # Mean CPU-side durations (ns), jittered by ±20 % and scaled on the straggler.
 OP_PRE_NS = 5_000
@@ -316,6 +317,13 @@ class SyntheticConfig:
     nccl_streams: the all-reduces take turns on this many NCCL streams (21, 22, ...).
     host_names: each per-rank file names its host (`host_name`: node{rank // gpus_per_node}),
         as Kineto does; the ranks of one host share its clock.
+    no_sync, stop_early_rank: unmatched collectives. no_sync (rank, step): that rank runs that
+        step under DDP's `no_sync()`, entering none of its all-reduces; stop_early_rank: that
+        rank ends its loop a step before the others (it decided to stop on its own). The
+        collectives are then matched by their Seq across ranks, as NCCL matches them: after a
+        skipped all-reduce, a rank's next one pairs with the others' of the step before, and a
+        collective some rank never enters never completes (it runs UNMATCHED_HANG_NS, to the
+        profiler's stop).
     The collectives' ground truth, every rank's arrival at each, is `collective_arrivals`.
     """
 
@@ -354,6 +362,8 @@ class SyntheticConfig:
     host_syncs: bool = True
     nccl_streams: int = 1
     host_names: bool = False
+    no_sync: tuple[int, int] | None = None
+    stop_early_rank: int | None = None
 
     def __post_init__(self) -> None:
         for name in (
@@ -387,7 +397,13 @@ class SyntheticConfig:
             raise ValueError("fault_rank must be in range(ranks)")
         if self.gpu_scale <= 0:
             raise ValueError("gpu_scale must be > 0")
-        for name in ("gc_rank", "slow_kernel_rank"):
+        if self.no_sync is not None and not (
+            0 <= self.no_sync[0] < self.ranks and 0 <= self.no_sync[1] < self.steps
+        ):
+            raise ValueError("no_sync must be (rank, step) of the job")
+        if self.stop_early_rank is not None and self.steps < 2:
+            raise ValueError("stop_early_rank needs steps >= 2")
+        for name in ("gc_rank", "slow_kernel_rank", "stop_early_rank"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < self.ranks:
                 raise ValueError(f"{name} must be in range(ranks)")
@@ -406,6 +422,15 @@ class SyntheticConfig:
         if self.straggler_rank is not None:
             return self.straggler_rank
         return self.ranks - 1 if self.ranks > 1 else None
+
+    @property
+    def unmatched(self) -> bool:
+        """Whether some rank skips collectives the others enter (no_sync, stop_early_rank)."""
+        return self.no_sync is not None or self.stop_early_rank is not None
+
+    def steps_of(self, rank: int) -> int:
+        """How many steps `rank` runs."""
+        return self.steps - 1 if rank == self.stop_early_rank else self.steps
 
     @property
     def buckets(self) -> int:
@@ -828,7 +853,7 @@ class _Rank:
         yield from self._forward(i)
         if self.rank == self.cfg.gc_rank and self.cfg.gc_us:
             self._gc_pause(self.cfg.gc_us * 1000)
-        yield from self._backward()
+        yield from self._backward(all_reduce=self.cfg.no_sync != (self.rank, i))
         self._wait_gradients()
         self._optimizer()
         if "memory_churn" in self.faults:
@@ -952,8 +977,9 @@ class _Rank:
         if self.cfg.annotate:
             self._close()
 
-    def _backward(self) -> _StepGen:
-        """loss.backward() on the autograd thread, all-reducing gradient buckets."""
+    def _backward(self, all_reduce: bool = True) -> _StepGen:
+        """loss.backward() on the autograd thread, all-reducing gradient buckets (none under
+        `no_sync()`)."""
         self._gap()
         if self.cfg.annotate:
             self._open(USER_ANNOTATION, _q("backward"), deferred=True)
@@ -966,7 +992,7 @@ class _Rank:
             for node in BACKWARD_LAYER:
                 self._bwd_node(*node)
             in_bucket += 1
-            if in_bucket == self.cfg.bucket_layers or layer == 0:
+            if (in_bucket == self.cfg.bucket_layers or layer == 0) and all_reduce:
                 yield from self._allreduce(in_bucket * PARAMS_PER_LAYER)
                 in_bucket = 0
         self._use_thread(backward=False)
@@ -1329,12 +1355,55 @@ def _run_step(
     yield [r.take() for r in ranks]
 
 
+def _run_unmatched(ranks: Sequence[_Rank], config: SyntheticConfig) -> Iterator[list[list[str]]]:
+    """Every rank through its own steps, its collectives matched by Seq across ranks (see
+    SyntheticConfig's no_sync): the lowest Seq pending is answered once every rank still running
+    waits on a collective; with every rank in it, as `_run_step` answers, else it never
+    completes."""
+
+    def loop(rank: _Rank) -> _StepGen:
+        for i in range(config.steps_of(rank.rank)):
+            yield from rank.step(i)
+
+    gens = {r.rank: loop(r) for r in ranks}
+    pending: dict[int, _CollRequest] = {}
+    answers: dict[int, int | None] = {}
+    while gens:
+        for rank in sorted(set(gens) - set(pending)):
+            while True:  # on through flush points to its next collective, or its end
+                alive, request = _advance(gens[rank], answers.pop(rank, None))
+                if not alive:
+                    del gens[rank]
+                    break
+                if request is not None:
+                    pending[rank] = request
+                    break
+        yield [r.take() for r in ranks]
+        if not pending:
+            break
+        seq = min(r.seq for r in pending.values())
+        entered = {rank: r for rank, r in pending.items() if r.seq == seq}
+        last = max(r.start_ns for r in entered.values())
+        for rank, r in entered.items():
+            complete = len(entered) == len(ranks)
+            answers[rank] = last + r.transfer_ns if complete else r.start_ns + UNMATCHED_HANG_NS
+            del pending[rank]
+    yield [r.take() for r in ranks]
+
+
 def _chunks(
     config: SyntheticConfig, merged: bool, rank_in_args: bool, arrivals: Arrivals | None = None
 ) -> Iterator[list[list[str]]]:
     """Per-rank event chunks, in order: metadata, then the steps piece by piece."""
     ranks = [_Rank(config, r, merged, rank_in_args) for r in range(config.ranks)]
     yield [r.metadata() for r in ranks]
+    if config.unmatched:
+        if arrivals is not None:
+            raise ValueError("collective_arrivals: the collectives of one step are matched")
+        yield from _run_unmatched(ranks, config)
+        if any(r.out for r in ranks):
+            raise RuntimeError("events left unwritten")
+        return
     for step in range(config.steps):
         yield from _run_step(ranks, step, arrivals)
     if any(r.out for r in ranks):

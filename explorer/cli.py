@@ -24,7 +24,7 @@ from . import options
 REPORT_TABLES = (
     "findings", "spread", "nodes", "steps", "temporal", "overlap", "kernel_types", "top_kernels",
     "idle", "launches", "queues", "memory", "collectives", "collective_ranks", "stragglers",
-    "kernels", "ops",
+    "unmatched", "kernels", "ops",
 )  # fmt: skip
 
 

@@ -39,6 +39,8 @@ TITLES = {
     "collectives": "collectives: arrival skew, the last rank, the wait it caused, latency, size",
     "collective_ranks": "collectives by rank: how often last, wait caused and suffered, clock",
     "stragglers": "per step: the rank whose late arrivals caused the most wait",
+    "unmatched": "collectives some ranks never entered: the ranks in each, those missing, the "
+    "step of each rank's part, the wait of those who entered",
 }
 
 
@@ -118,6 +120,8 @@ def write_report(
             if rows.num_rows:  # said only where the traces name two hosts or more
                 _write_nodes(out, rows, width)
             continue
+        if name == "unmatched" and rows.num_rows == 0:
+            continue  # said only where some are
         out.write(f"\n{TITLES[name]}:\n")
         if rows.num_rows == 0:
             out.write(f"  none ({EMPTY.get(name, 'no GPU activity')})\n")

@@ -84,15 +84,24 @@ def message_args(args: str | None) -> str | None:
 def _anchors(part: pa.Table, events: pa.Table, launches: pa.Table) -> pa.Array:
     """Per participant, its launching call's earliest start, else its own start."""
     calls = events.select(["id", "ts"]).filter(pc.equal(events["label"], "Runtime"))
-    started = (
-        launches.select(["from_id", "to_id"])
-        .join(calls.rename_columns(["from_id", "call_ts"]), "from_id", join_type="inner")
-        .group_by("to_id")
-        .aggregate([("call_ts", "min")])
-    )
-    mine = pa.table({"to_id": part["id"], "row": pa.array(np.arange(part.num_rows), pa.int64())})
-    found = mine.join(started, "to_id", join_type="left outer").sort_by("row")
-    return pc.coalesce(found["call_ts_min"], part["ts"]).combine_chunks()
+    call_id = _filled(calls["id"])
+    order = np.argsort(call_id, kind="stable")
+    call_id, call_ts = call_id[order], _filled(calls["ts"])[order]
+    src, dst = _filled(launches["from_id"]), _filled(launches["to_id"])
+    at = np.minimum(np.searchsorted(call_id, src), max(len(call_id) - 1, 0))
+    known = call_id[at] == src if len(call_id) else np.zeros(len(src), bool)
+    # per launched id, its earliest call: the first of its launches by (id, ts)
+    dst, ts = dst[known], call_ts[at[known]]
+    first = np.lexsort((ts, dst))
+    dst, ts = dst[first], ts[first]
+    lead = np.ones(len(dst), bool)
+    lead[1:] = dst[1:] != dst[:-1]
+    dst, ts = dst[lead], ts[lead]
+    ids = _filled(part["id"])
+    pos = np.minimum(np.searchsorted(dst, ids), max(len(dst) - 1, 0))
+    found = dst[pos] == ids if len(dst) else np.zeros(len(ids), bool)
+    own = _filled(part["ts"])
+    return pa.array(np.where(found, ts[pos] if len(dst) else own, own), pa.int64())
 
 
 def match(parts: pa.Table, run: str, run_idx: int) -> tuple[pa.Table, pa.Table]:

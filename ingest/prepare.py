@@ -196,8 +196,8 @@ def _rank_row(
 ) -> dict[str, object]:
     narrow = events.select(["cat", "label", "ph"])
     skipped = narrow.filter(pc.and_(pc.is_null(narrow["label"]), pc.equal(narrow["ph"], "X")))
-    by_cat = skipped.group_by("cat").aggregate([("cat", "count")]).to_pylist()
-    counts_skipped = {str(r["cat"]): r["cat_count"] for r in by_cat}
+    by_cat = pc.value_counts(skipped["cat"]).to_pylist() if skipped.num_rows else []
+    counts_skipped = {str(r["values"]): r["counts"] for r in by_cat}
     for reason, n in trace.dropped.items():  # events left out at parse time
         counts_skipped[reason] = counts_skipped.get(reason, 0) + n
     return {

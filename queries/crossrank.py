@@ -30,6 +30,7 @@ class StepVerdict:
     segments: tuple[Segment, ...] = ()
     hotspot: str = ""  # the innermost range with the most path time on the bound rank
     hotspot_ns: int = 0
+    summarised: tuple[int, ...] = ()  # ranks joined as summaries (their arrivals only)
 
     @staticmethod
     def of(summary: dict[str, object]) -> StepVerdict:
@@ -50,16 +51,21 @@ class StepVerdict:
             tuple(Segment.of_json(x) for x in summary.get("segments") or ()),  # type: ignore[attr-defined]
             str(summary.get("hotspot") or ""),
             int(summary.get("hotspot_ns") or 0),  # type: ignore[call-overload]
+            tuple(int(r) for r in summary.get("summary_ranks") or ()),  # type: ignore[attr-defined]
         )
 
 
 def describe(v: StepVerdict) -> str:
     """One line: the path, what bound it, the straggler and the wait it caused."""
-    text = (
-        f"  {v.step}: across ranks {v.length_ns / 1e3:,.0f} µs, bound by rank {v.bound_by_rank}"
-        + (f" in {readable(v.bound_by_op)}" if v.bound_by_op else "")
-    )
-    if (
+    text = f"  {v.step}: across ranks {v.length_ns / 1e3:,.0f} µs, bound by rank {v.bound_by_rank}"
+    if v.bound_by_rank in v.summarised:
+        text += (
+            " (a summary: its path time is an estimate from its arrivals, its elapsed time "
+            f"less its waits; its events: `ingest --db DB --full-ranks {v.bound_by_rank}`)"
+        )
+    elif v.bound_by_op:
+        text += f" in {readable(v.bound_by_op)}"
+    if v.bound_by_rank not in v.summarised and (
         v.hotspot
         and v.hotspot_ns
         and v.length_ns

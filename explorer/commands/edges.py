@@ -293,16 +293,17 @@ def path_command(args: argparse.Namespace) -> int:
 
 
 def _say_summary_ranks(store: GraphStore, run: str | None) -> None:
-    """On a run with summary ranks, which ranks a path joins (those with events)."""
+    """On a run with summary ranks, how a path joins which ranks."""
     from tracegraph.ingest.edgesets.records import run_source
     from tracegraph.queries.report.ranks import ranks_phrase
 
     source = run_source(store, run)
     if source.summarised and source.files:
         print(
-            f"tracegraph: run '{source.run}': the path joins {ranks_phrase(source.files)}, the "
-            f"ranks with events; {ranks_phrase(source.summarised)} are summaries (their "
-            "arrivals and lateness: `tracegraph report`)",
+            f"tracegraph: run '{source.run}': the path joins {ranks_phrase(source.files)} "
+            f"through events and {ranks_phrase(source.summarised)} through collective arrivals "
+            "(summaries: such a rank's work between arrivals is one segment, its elapsed time "
+            "less its waits, an estimate)",
             file=sys.stderr,
         )
 

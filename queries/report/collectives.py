@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -172,10 +173,15 @@ def collective_rows(
     windows: dict[int, list[StepWindow]],
     step: int | None = None,
     hosts: dict[int, str | None] | None = None,
+    hung: frozenset[int] = frozenset(),
+    ahead: Mapping[int, frozenset[int]] | None = None,
 ) -> tuple[list[Row], list[Row], list[Row], dict[tuple[int, int], int]]:
     """(per instance, per rank, per step) rows and (step, rank) → lateness: see the module
     docstring; with `step`, only the instances of that step (and the per-rank figures over
-    them)."""
+    them). Unmatched collectives (`unmatched.py`): an instance in `hung` never completed and
+    is no lateness; in one that crosses steps, the ranks of `ahead` took part from a later step:
+    where one of them came last it is no lateness, else lateness is among the others."""
+    ahead = ahead or {}
     offsets = clock_offsets(p, hosts)
     shift = np.array([offsets.get(int(r), 0) for r in p.rank], np.int64)
     arrive, leave = p.ts - shift, p.end - shift
@@ -189,7 +195,7 @@ def collective_rows(
     lateness: dict[tuple[int, int], int] = {}
     for sel in _groups(p):
         last = sel[np.lexsort((p.rank[sel], arrive[sel]))[-1]]
-        at_step = _step_of(int(p.rank[last]), int(p.anchor[last]), windows)
+        at_step = step_of(int(p.rank[last]), int(p.anchor[last]), windows)
         if step is not None and at_step != step:
             continue
         waits = arrive[last] - arrive[sel]
@@ -200,15 +206,18 @@ def collective_rows(
         for j, w in zip(sel.tolist(), waits.tolist(), strict=True):
             waited[int(p.rank[j])] = waited.get(int(p.rank[j]), 0) + int(w)
         name, group, seq = p.names[int(p.instance[sel[0]])]
-        if at_step is not None:
+        inst = int(p.instance[sel[0]])
+        later = ahead.get(inst, frozenset())
+        own = sel[~np.isin(p.rank[sel], list(later))] if later else sel
+        if at_step is not None and inst not in hung and last_rank not in later and len(own) > 1:
             # collectives of one step overlap (DDP's buckets): the same lateness shows at each,
             # so a step counts its largest, per waiting rank, not their sum
             each = cause // (len(sel) - 1)
-            late = int(arrive[last] - np.median(arrive[sel][sel != last]))
+            late = int(arrive[last] - np.median(arrive[own][own != last]))
             if each > worst.get((at_step, last_rank), (-1, 0, "", -1))[0]:
                 worst[(at_step, last_rank)] = (each, late, f"{name} #{seq}", int(p.event[last]))
-            afters = arrive[sel] - median_of_others(arrive[sel])
-            for j, after in zip(sel.tolist(), afters.tolist(), strict=True):
+            afters = arrive[own] - median_of_others(arrive[own])
+            for j, after in zip(own.tolist(), afters.tolist(), strict=True):
                 key = (at_step, int(p.rank[j]))
                 if key not in lateness or after > lateness[key]:
                     lateness[key] = int(after)
@@ -276,7 +285,8 @@ def median_of_others(values: np.ndarray) -> np.ndarray:
     return (kth_without(m // 2 - 1) + kth_without(m // 2)) / 2
 
 
-def _step_of(rank: int, ts: int, windows: dict[int, list[StepWindow]]) -> int | None:
+def step_of(rank: int, ts: int, windows: dict[int, list[StepWindow]]) -> int | None:
+    """The step of `rank` whose window holds `ts` (None: none does)."""
     for w in windows.get(rank, []):
         if w.ts <= ts < w.end:
             return w.step

@@ -177,6 +177,18 @@ def report_json(report: Report) -> dict[str, Any]:
             }
             for n in t.get("nodes", ())
         ],
+        "unmatched": [
+            {
+                "collective": u["collective"],
+                "process_group": u["process_group"],
+                "seq": u["seq"],
+                "ranks": json.loads(u["ranks"]),
+                "missing": json.loads(u["missing"]),
+                "steps": json.loads(u["steps"]),
+                "waited_us": _us(u["waited_ns"]),
+            }
+            for u in t.get("unmatched", ())
+        ],
         "findings": [f.to_json() for f in report.findings],
     }
 

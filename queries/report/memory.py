@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -49,35 +50,45 @@ def rows_of(table: pa.Table) -> list[Row]:
     if table.num_rows == 0:
         return []
     names = pc.dictionary_encode(pc.fill_null(table["name"], "")).combine_chunks()
-    kinds = pa.array([memory_kind(n) for n in names.dictionary.to_pylist()], pa.string())
+    kind_of_name = [memory_kind(n) for n in names.dictionary.to_pylist()]
+    kinds = sorted(set(kind_of_name))  # codes in name order: groups sort as the names do
+    code = np.array([kinds.index(k) for k in kind_of_name], np.int64)
+    kind = code[names.indices.to_numpy(zero_copy_only=False)]
+    rank = pc.fill_null(table["rank"], -1).to_numpy().astype(np.int64)
+    dur = pc.fill_null(table["dur"], 0).to_numpy().astype(np.int64)
     found = pc.extract_regex(pc.fill_null(table["args"], ""), r'"bytes":\s*(?P<b>[0-9]+)[,}\s]')
-    dur = pc.fill_null(table["dur"], 0)
-    sized = pc.and_(pc.is_valid(found), pc.greater(dur, 0))
-    size = pc.if_else(sized, pc.cast(pc.struct_field(found, [0]), pa.int64()), None)
-    frame = pa.table({
-        "rank": table["rank"],
-        "kind": kinds.take(names.indices),
-        "dur": dur,
-        "bytes": size,
-        "sized_ns": pc.if_else(sized, dur, 0),
-        "rate": pc.divide(pc.cast(size, pa.float64()), pc.cast(dur, pa.float64())),
-    })  # fmt: skip
-    groups = frame.group_by(["rank", "kind"]).aggregate(
-        [("dur", "count"), ("dur", "sum"), ("bytes", "sum"), ("sized_ns", "sum"), ("rate", "max")]
-    )
+    sized = pc.is_valid(found).to_numpy(zero_copy_only=False) & (dur > 0)
+    size = np.zeros(len(dur), np.int64)
+    sizes = pc.struct_field(found, [0]).filter(pa.array(sized))
+    size[sized] = pc.cast(sizes, pa.int64()).to_numpy()
+    groups, group = np.unique(np.stack([rank, kind], axis=1), axis=0, return_inverse=True)
+    group = group.reshape(-1)
+    n = len(groups)
+
+    def total(values: np.ndarray) -> list[int]:
+        out = np.zeros(n, np.int64)
+        np.add.at(out, group, values)
+        return out.tolist()
+
+    count, total_ns = total(np.ones(len(dur), np.int64)), total(dur)
+    byte_sum, sized_ns = total(size), total(np.where(sized, dur, 0))
+    any_sized = total(sized.astype(np.int64))
+    rate = np.full(n, -np.inf)
+    np.maximum.at(rate, group[sized], size[sized] / dur[sized])
     rows = []
-    for g in groups.sort_by([("rank", "ascending"), ("kind", "ascending")]).to_pylist():
-        total, sized_ns = g["bytes_sum"], g["sized_ns_sum"]
+    for g, (r, k) in enumerate(groups.tolist()):
+        known = any_sized[g] > 0
+        rate_of_sized = byte_sum[g] / sized_ns[g] if known and byte_sum[g] and sized_ns[g] else None
         rows.append(
             {
-                "rank": g["rank"],
-                "kind": g["kind"],
-                "count": g["dur_count"],
-                "total_ns": g["dur_sum"],
-                "bytes": total,
+                "rank": r,
+                "kind": kinds[k],
+                "count": count[g],
+                "total_ns": total_ns[g],
+                "bytes": byte_sum[g] if known else None,
                 # bytes per ns = GB/s, over the copies whose size is known
-                "gbps": round(total / sized_ns, 3) if total and sized_ns else None,
-                "max_gbps": round(g["rate_max"], 3) if g["rate_max"] is not None else None,
+                "gbps": round(rate_of_sized, 3) if rate_of_sized is not None else None,
+                "max_gbps": round(float(rate[g]), 3) if known else None,
             }
         )
     return rows

@@ -56,6 +56,7 @@ from .spread import spread_rows, step_medians
 from .steps import StepWindow, step_windows
 from .summary_tier import summary_rows
 from .tables import TABLES
+from .unmatched import unmatched as collective_divergence
 
 DEFAULT_TOP = 10
 HTA_MODE = "hta-compatible"
@@ -163,13 +164,15 @@ def build_report(
         found += more_found
     bound_by: dict[int, dict[str, object]] = {}
     lateness: dict[tuple[int, int], int] = {}
+    diverged: list[Finding] = []
     if not hta_compatible:
         hosts = rank_hosts(store, source.run)
+        arrivals = collectives.participants(store, source.run)
+        numbers = {w.step for ws in every_step.values() for w in ws}
+        unmatched = collective_divergence(arrivals, every_step, len(numbers), source.run_idx)
+        rows["unmatched"], diverged = unmatched.rows, unmatched.findings
         instances, per_rank, arrival_stragglers, lateness = collectives.collective_rows(
-            collectives.participants(store, source.run),
-            every_step,
-            step,
-            hosts,
+            arrivals, every_step, step, hosts, unmatched.hung, unmatched.ahead
         )
         rows["memory"] = memory_rows(store, source.run, loaded) + rows["memory"]
         rows["memory"].sort(key=lambda row: row["rank"])  # stable: by kind within a rank
@@ -198,6 +201,7 @@ def build_report(
         # per folded line, not one per rank
         found = with_savings(folded(transfer_only(found, path_waits(paths))), steps)
         found += straggler_findings(paths, steps, source.run_idx)
+    found += diverged  # no saving modelled (the job hangs): ranked first all the same
     tables = {name: pa.Table.from_pylist(rows[name], schema=TABLES[name]) for name in TABLES}
     return Report(
         source.run,

@@ -160,11 +160,18 @@ def transfer_only(findings: Sequence[Finding], waits: Mapping[int, int]) -> list
     return out
 
 
+# kinds that break the job rather than slow it (a collective some ranks never enter hangs it):
+# before any saving
+FIRST_KINDS = ("unmatched_collective",)
+
+
 def ranked(findings: Sequence[Finding]) -> list[Finding]:
-    """Most saving first (findings without a modelled saving after, by cost)."""
+    """Those that break the job first, then most saving (findings without a modelled saving
+    after, by cost)."""
     return sorted(
         findings,
         key=lambda f: (
+            f.kind not in FIRST_KINDS,
             f.saving_ns_per_step is None,
             -(f.saving_ns_per_step or 0),
             -f.cost_ns_per_step,

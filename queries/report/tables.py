@@ -8,6 +8,7 @@ from .collectives import SCHEMAS as COLLECTIVE_SCHEMAS
 from .memory import SCHEMA as MEMORY_SCHEMA
 from .nodes import SCHEMA as NODES_SCHEMA
 from .spread import SCHEMA as SPREAD_SCHEMA
+from .unmatched import SCHEMA as UNMATCHED_SCHEMA
 
 _I, _F, _S = pa.int64(), pa.float64(), pa.string()
 TABLES = {
@@ -44,4 +45,5 @@ TABLES = {
     ),
     "memory": MEMORY_SCHEMA,
     **COLLECTIVE_SCHEMAS,
+    "unmatched": UNMATCHED_SCHEMA,
 }  # fmt: skip

@@ -213,7 +213,10 @@ def test_full_ranks_later_all_or_nothing(
     assert "no summary rank(s) [0]" in capsys.readouterr().err
     assert main(["path", str(db)]) == 0
     captured = capsys.readouterr()
-    assert "the path joins rank 0, the ranks with events" in captured.err
+    assert (
+        "the path joins rank 0 through events and ranks 1, 2 through collective arrivals"
+        in captured.err
+    )
 
 
 @needs_traces

@@ -66,6 +66,8 @@ from .threads import waits_itself
 # the others' median arrival somewhere; arrivals closer than that are jitter (and a clean job's
 # "latest" rank changes from step to step).
 LATE_SHARE = 0.05
+# The category of a summary rank's stand-in rows (stand_in.py)
+SUMMARY_CATEGORY = "summary"
 # A blocked timeline resumes within this of the collective's end: a GPU stream in microseconds,
 # a CPU thread woken by the collective's worker thread in about 1 ms on a loaded host (measured:
 # 1.0 ms on 4 gloo ranks sharing 2 cores, tests/data/gloo_4r).
@@ -153,6 +155,7 @@ class CrossRankPath:
     # the joined graph and the path's edges in it (in memory only: segments and what-ifs)
     graph: StepGraph | None = field(default=None, compare=False, repr=False)
     path_edges: np.ndarray | None = field(default=None, compare=False, repr=False)
+    summarised: tuple[int, ...] = ()  # ranks joined as summaries: their arrivals only
 
     @property
     def stragglers(self) -> tuple[int, ...]:
@@ -184,15 +187,36 @@ def clock_offsets(
     return offsets_from_ends(ends, hosts)
 
 
+def last_arrivals(
+    frames: list[Frame], participants: Participants, offsets: dict[int, int]
+) -> dict[int, int]:
+    """Per collective, the rank that arrived last (aligned clocks; of equals, the lowest
+    rank), over every rank's frame: what decides whether a step's part of an instance that
+    crosses steps is a join (`_arrivals`)."""
+    last: dict[int, tuple[int, int]] = {}
+    for frame in frames:
+        cids, evs = participants.of_rank(frame.rank)
+        rows = frame.position_of(evs)
+        found = rows >= 0
+        starts = (frame.ts[rows[found]] + frame.origin) * frame.unit_ns - offsets.get(frame.rank, 0)
+        for cid, start in zip(cids[found].tolist(), starts.tolist(), strict=True):
+            key = (int(start), -frame.rank)
+            if cid not in last or key > last[cid]:
+                last[cid] = key
+    return {cid: -key[1] for cid, key in last.items()}
+
+
 def cross_rank_path(
     step: str,
     graphs: list[WindowGraph],
     participants: Participants,
     offsets: dict[int, int] | None = None,
     depth: int = STORED_DEPTH,
+    last_of: dict[int, int] | None = None,
 ) -> CrossRankPath | None:
     """Join the graphs (one per rank, same step) through the collectives and find the path
-    (its segments `depth` levels deep)."""
+    (its segments `depth` levels deep). `last_of` (`last_arrivals`): per collective, the rank
+    that arrived last over all steps; without it, no instance that crosses steps is a join."""
     if not graphs:
         return None
     offsets = offsets or {}
@@ -206,7 +230,7 @@ def cross_rank_path(
     cpu = np.concatenate([np.repeat(g.clip.stream < 0, 2) for g in graphs])
     thread = np.concatenate([np.repeat(g.clip.tid, 2) for g in graphs])
     participant = np.zeros(len(times), bool)
-    present = _arrivals(graphs, participants, base, times)
+    present = _arrivals(graphs, participants, base, times, last_of or {})
     for arrivals in present.values():
         for a in arrivals:
             participant[base[a.graph] + 2 * a.row : base[a.graph] + 2 * a.row + 2] = True
@@ -219,6 +243,7 @@ def cross_rank_path(
     waited_for: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
     last_at: dict[int, int] = defaultdict(int)
     worst: dict[int, tuple[int, str, int]] = {}
+    unweighed = w.copy()  # a stand-in's edges lose its waits from their own weight (below)
     for cid, arrivals in present.items():
         last = max(arrivals, key=lambda a: (a.start, -a.rank))
         others = [a for a in arrivals if a is not last]
@@ -242,12 +267,16 @@ def cross_rank_path(
             if j is not None and k[j] == OPERATOR_KERNEL and wait > 0:
                 w[j] = remaining
             extra.append((last_node, node + 1, remaining))
+    _stand_ins_wait(graphs, base, s, d, w, unweighed, times, waited)
     waits_only = np.concatenate([np.repeat(waits_itself(g.clip), 2) for g in graphs])
     idle = _idle_edges(s, d, k, cpu, thread, participant, waits_only)
+    by_graph: dict[int, list[_Arrival]] = defaultdict(list)
+    for arrivals in present.values():
+        for a in arrivals:
+            by_graph[a.graph].append(a)
     for i in range(len(graphs)):
-        mine = [a for arrivals in present.values() for a in arrivals if a.graph == i]
         own = (int(base[i]), int(base[i + 1]))
-        extra += _blocked_on_collectives(s, d, w, times, idle, own, mine)
+        extra += _blocked_on_collectives(s, d, w, times, idle, own, by_graph[i])
     s, d, k, w = _append(s, d, k, w, extra)
     _check(s, d, k, w, times, graphs, base, step)
     joined = StepGraph(step, tuple(graphs), base, s, d, k, w, times)
@@ -307,6 +336,34 @@ def cross_rank_path(
     )
 
 
+def stands_in(graph: WindowGraph) -> bool:
+    """A summary rank's stand-in (`stand_in.py`): its arrivals, not its events."""
+    return graph.clip.cat.values == (SUMMARY_CATEGORY,)
+
+
+def _stand_ins_wait(
+    graphs: list[WindowGraph],
+    base: np.ndarray,
+    s: np.ndarray,
+    d: np.ndarray,
+    w: np.ndarray,
+    unweighed: np.ndarray,
+    times: np.ndarray,
+    waited: dict[int, list[tuple[int, int]]],
+) -> None:
+    """A stand-in's edges (its work between arrivals, its arrivals' spans) weigh their time
+    less the time its rank is known to have waited in collectives (in place): a wait weighs
+    nothing, as on a rank with events."""
+    for i, g in enumerate(graphs):
+        if not stands_in(g) or not waited.get(g.rank):
+            continue
+        spans = np.array(waited[g.rank], np.int64)
+        union = merged(spans[:, 0], spans[:, 1])
+        j = np.nonzero((s >= base[i]) & (s < base[i + 1]))[0]
+        covered = covered_between(times[s[j]], times[d[j]], union)
+        w[j] = np.maximum(unweighed[j] - covered, 0)
+
+
 def _union(spans: list[tuple[int, int]]) -> int:
     lo, hi = merged(np.array([a for a, _ in spans]), np.array([b for _, b in spans]))
     return int((hi - lo).sum())
@@ -323,18 +380,30 @@ def _arrivals(
     participants: Participants,
     base: np.ndarray,
     times: np.ndarray,
+    last_of: dict[int, int],
 ) -> dict[int, list[_Arrival]]:
-    """Each instance's participants that are nodes of this step's graphs (two or more)."""
+    """Each instance's participants that are nodes of this step's graphs (two or more). An
+    instance that crosses steps (a rank of this step takes part in it from another of its
+    steps: after a collective some rank skipped, NCCL pairs each rank's k-th) is a join here
+    only where its last arrival (`last_of`) is one of them: else the others waited on a rank's
+    other step, the divergence (`unmatched` in the report), not on a late rank of this one."""
     found: dict[int, list[_Arrival]] = defaultdict(list)
+    elsewhere: set[int] = set()
     for i, g in enumerate(graphs):
         cids, evs = participants.of_rank(g.rank)
         rows = g.clip.position_of(evs)
+        elsewhere.update(cids[rows < 0].tolist())
         spanned = _rows_with_span(g)
         for cid, row in zip(cids[rows >= 0].tolist(), rows[rows >= 0].tolist(), strict=True):
             if row in spanned:
                 node = int(base[i]) + 2 * row
                 found[cid].append(_Arrival(g.rank, i, row, int(times[node]), int(times[node + 1])))
-    return {cid: arrivals for cid, arrivals in found.items() if len(arrivals) >= 2}
+    return {
+        cid: arrivals
+        for cid, arrivals in found.items()
+        if len(arrivals) >= 2
+        and (cid not in elsewhere or last_of.get(cid) in {a.rank for a in arrivals})
+    }
 
 
 def _rows_with_span(graph: WindowGraph) -> set[int]:

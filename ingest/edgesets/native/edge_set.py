@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -37,7 +37,9 @@ from .crossrank import (
     Participants,
     clock_offsets,
     cross_rank_path,
+    last_arrivals,
 )
+from .frame import Frame
 from .options import NativeOptions
 from .rank_build import RankBuild, build_rank
 from .report import (
@@ -51,6 +53,7 @@ from .report import (
 )
 from .segments import STORED_DEPTH
 from .sources import rank_sources
+from .stand_in import StandIn, summary_ranks
 from .store import (
     collective_instances,
     first_of_each_edge,
@@ -175,7 +178,7 @@ def build_run(
             inputs = _run_inputs(db, opened, run, options)
     else:
         inputs = _run_inputs(db, store, run, options)
-    source, members, hosts = inputs.source, inputs.members, inputs.hosts
+    source = inputs.source
     files, counts = source.files, source.counts
     if not files:
         raise EdgeSetError(f"{db}: run '{source.run}' has no ranks")
@@ -185,24 +188,23 @@ def build_run(
     for rank_source in rank_sources(Path(db), files, counts, inputs.pids, inputs.folder):
         builds.append(build_rank(rank_source, options, window, all_steps))
         report(stage, len(builds), len(files))
-    paths, left_out = (
-        _cross_rank(builds, members, hosts, depth)
-        if options.cross_rank and len(builds) > 1
-        else ([], [])
-    )
+    paths, left_out = _cross_rank(builds, inputs, options, depth)
     return BuiltRun(source, builds, paths, left_out)
 
 
 @dataclass(frozen=True)
 class _RunInputs:
     """What building a run reads from the database: its source, collectives and hosts, its
-    archive, and (a merged file without one) which pid is which rank."""
+    archive, (a merged file without one) which pid is which rank, and its summary ranks'
+    stand-ins with their collective participants."""
 
     source: RunSource
     members: dict[int, Instance]
     hosts: dict[int, str | None]
     folder: RunArchive | None
     pids: dict[int, int]
+    stand_ins: list[StandIn]
+    summary_members: dict[int, Instance]
 
 
 def _run_inputs(db: Path, store: GraphStore, run: str | None, options: NativeOptions) -> _RunInputs:
@@ -214,7 +216,10 @@ def _run_inputs(db: Path, store: GraphStore, run: str | None, options: NativeOpt
     pids = {}
     if folder is None and len(set(source.files.values())) < len(source.files):
         pids = pid_ranks(store, source.run_idx)
-    return _RunInputs(source, members, hosts, folder, pids)
+    stand_ins, summary_members = (
+        summary_ranks(store, source.run, source.summarised) if options.cross_rank else ([], {})
+    )
+    return _RunInputs(source, members, hosts, folder, pids, stand_ins, summary_members)
 
 
 def build_each_step(
@@ -249,39 +254,59 @@ def _joined(
     inputs = _run_inputs(db, store, run, options)
     if sorted(b.rank for b in builds) != sorted(inputs.source.files):
         raise EdgeSetError(f"{db}: the builds are not of every rank of the run")
-    paths, left_out = (
-        _cross_rank(builds, inputs.members, inputs.hosts, depth)
-        if options.cross_rank and len(builds) > 1
-        else ([], [])
-    )
+    paths, left_out = _cross_rank(builds, inputs, options, depth)
     return BuiltRun(inputs.source, builds, paths, left_out)
 
 
 def _cross_rank(
     builds: list[RankBuild],
-    instances: dict[int, Instance],
-    hosts: dict[int, str | None],
+    inputs: _RunInputs,
+    options: NativeOptions,
     depth: int = STORED_DEPTH,
 ) -> tuple[list[CrossRankPath], list[str]]:
-    """Each step's path across the ranks that have it, and the steps left out, with why."""
-    participants = Participants.of(instances)
-    frames = [b.frame for b in builds if b.frame is not None]
-    offsets = clock_offsets(frames, participants, hosts)
+    """Each step's path across the ranks that have it (summary ranks through their
+    stand-ins), and the steps left out, with why."""
+    stand_ins = inputs.stand_ins
+    if not options.cross_rank or len(builds) + len(stand_ins) < 2:
+        return [], []
+    participants = Participants.of(_merged(inputs.members, inputs.summary_members))
+    frames: list[Frame] = [b.frame for b in builds if b.frame is not None]
+    every_frame = [*frames, *(s.frame for s in stand_ins)]
+    offsets = clock_offsets(every_frame, participants, inputs.hosts)
+    last_of = last_arrivals(every_frame, participants, offsets)
     steps: dict[str, list] = {}
     for b in builds:
         for w in b.windows:
             if w.graph is not None:
                 steps.setdefault(w.step or w.window.label(), []).append(w.graph)
+    summarised = {s.rank for s in stand_ins}
+    for s in stand_ins:  # only into steps a rank with events has
+        for step, graph in s.graphs.items():
+            if step in steps:
+                steps[step].append(graph)
     out, left_out = [], []
-    ranks = len(builds)
+    ranks = len(builds) + len(stand_ins)
     for step, graphs in steps.items():
         have = sorted(g.rank for g in graphs)
         if len(graphs) < 2:
             left_out.append(f"{step}: only rank {have[0]} has a graph of it")
             continue
-        path = cross_rank_path(step, graphs, participants, offsets, depth)
+        path = cross_rank_path(step, graphs, participants, offsets, depth, last_of)
         if path is not None:
-            out.append(path)
+            joined = tuple(r for r in have if r in summarised)
+            out.append(replace(path, summarised=joined) if joined else path)
         if len(graphs) < ranks:
             left_out.append(f"{step}: joined over ranks {have} only (the others have no graph)")
     return out, left_out
+
+
+def _merged(*parts: dict[int, Instance]) -> dict[int, Instance]:
+    """Collective instances with the members of every part (the same collective's
+    participants with events and those of summary ranks)."""
+    out: dict[int, Instance] = {}
+    for part in parts:
+        for cid, inst in part.items():
+            have = out.get(cid)
+            both = inst.members if have is None else (*have.members, *inst.members)
+            out[cid] = Instance(inst.label, tuple(sorted(set(both))))
+    return out

@@ -159,6 +159,7 @@ def path_summary(p: CrossRankPath) -> dict[str, object]:
         "hotspot": p.hotspot,
         "hotspot_ns": p.hotspot_ns,
         "segments": [seg.to_json() for seg in p.segments],
+        "summary_ranks": list(p.summarised),
     }
 
 
