@@ -11,7 +11,7 @@ story from the collective arrivals, not the path.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -165,12 +165,15 @@ def build_report(
     bound_by: dict[int, dict[str, object]] = {}
     lateness: dict[tuple[int, int], int] = {}
     diverged: list[Finding] = []
+    unmatched_waits: dict[int, int] = {}
+    leave_out: Callable[[list[Finding]], list[Finding]] = list
     if not hta_compatible:
         hosts = rank_hosts(store, source.run)
         arrivals = collectives.participants(store, source.run)
         numbers = {w.step for ws in every_step.values() for w in ws}
         unmatched = collective_divergence(arrivals, every_step, len(numbers), source.run_idx)
         rows["unmatched"], diverged = unmatched.rows, unmatched.findings
+        unmatched_waits, leave_out = unmatched.waited, unmatched.off_communication
         instances, per_rank, arrival_stragglers, lateness = collectives.collective_rows(
             arrivals, every_step, step, hosts, unmatched.hung, unmatched.ahead
         )
@@ -187,7 +190,7 @@ def build_report(
         # no events, no path: who was late is told by the arrivals alone, and no finding's
         # saving can be worked out
         rows["stragglers"] = arrival_stragglers
-        found = folded(transfer_only(found, arrival_waits(rows["collectives"])))
+        found = folded(transfer_only(found, arrival_waits(rows["collectives"]), unmatched_waits))
     elif not hta_compatible:
         # the story (what bound each step, who was late, what fixing each finding saves) is
         # the native path's, built here in memory: the same computation `path` and `edges
@@ -199,7 +202,8 @@ def build_report(
         bound_by = _bound_by(paths, steps)
         # folded first: a saving is a what-if over the whole step graph, so at many ranks one
         # per folded line, not one per rank
-        found = with_savings(folded(transfer_only(found, path_waits(paths))), steps)
+        found = folded(transfer_only(found, path_waits(paths), unmatched_waits))
+        found = with_savings(leave_out(found), steps)
         found += straggler_findings(paths, steps, source.run_idx)
     found += diverged  # no saving modelled (the job hangs): ranked first all the same
     tables = {name: pa.Table.from_pylist(rows[name], schema=TABLES[name]) for name in TABLES}

@@ -135,25 +135,37 @@ def arrival_waits(instances: Sequence[Mapping[str, Any]]) -> dict[int, int]:
     return {r: w // steps for r, w in out.items()}
 
 
-def transfer_only(findings: Sequence[Finding], waits: Mapping[int, int]) -> list[Finding]:
+def transfer_only(
+    findings: Sequence[Finding],
+    waits: Mapping[int, int],
+    unmatched: Mapping[int, int] | None = None,
+) -> list[Finding]:
     """`unoverlapped_allreduce` costed as transfer: a rank's time waiting in its collectives
     for a late rank (`waits`: per rank, per step; `path_waits` or `arrival_waits`) is the late
-    rank's, not exposed communication of its own."""
-    if not waits:
+    rank's, and its wait in collectives some rank never entered (`unmatched`: per rank, per
+    step) the divergence's, not exposed communication of its own."""
+    unmatched = unmatched or {}
+    if not waits and not unmatched:
         return list(findings)
     out = []
     for f in findings:
         if f.kind != "unoverlapped_allreduce":
             out.append(f)
             continue
-        waited = waits.get(f.rank, 0)
-        cost = max(0, f.cost_ns_per_step - waited)
+        late, diverged = waits.get(f.rank, 0), unmatched.get(f.rank, 0)
+        cost = max(0, f.cost_ns_per_step - late - diverged)
+        waited = min(late + diverged, f.cost_ns_per_step)
+        why = "for a late rank (its straggler finding's)"
+        if diverged:
+            why = (
+                f"for other ranks ({min(diverged, waited) / 1e3:,.0f} µs in collectives some "
+                "rank never entered: the unmatched_collective finding's)"
+            )
         out.append(
             replace(
                 f,
                 cost_ns_per_step=cost,
-                detail=f"{f.detail}; of it {min(waited, f.cost_ns_per_step) / 1e3:,.0f} µs per "
-                "step was waiting for a late rank (its straggler finding's), "
+                detail=f"{f.detail}; of it {waited / 1e3:,.0f} µs per step was waiting {why}, "
                 f"{cost / 1e3:,.0f} µs transfer",
             )
         )

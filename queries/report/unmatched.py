@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
+
+from tracegraph.ingest import schema
 
 from .analyses import Row
 from .collectives import Participants, step_of
@@ -49,11 +51,38 @@ class Unmatched:
 
     rows: list[Row]  # per instance that crosses steps or misses ranks
     findings: list[Finding]
+    run_idx: int = 0
     # instances (indices) that never completed: no lateness in them
     hung: frozenset[int] = field(default_factory=frozenset)
     # instances that cross steps → the ranks taking part from a later step than the others
     # (they skipped one before): what they arrive after is the divergence, not lateness
     ahead: dict[int, frozenset[int]] = field(default_factory=dict)
+    # per rank, its wait in those instances per step (`savings.transfer_only`)
+    waited: dict[int, int] = field(default_factory=dict)
+    events: frozenset[int] = field(default_factory=frozenset)  # their participants' event ids
+
+    def off_communication(self, findings: list[Finding]) -> list[Finding]:
+        """`unoverlapped_allreduce` findings whose work (what a what-if takes away) leaves out
+        these collectives: their time is the divergence's, not a transfer to overlap."""
+        if not self.events:
+            return findings
+        out = []
+        for f in findings:
+            if f.kind == "unoverlapped_allreduce":
+                work = tuple(
+                    (
+                        rank,
+                        tuple(
+                            e
+                            for e in evs
+                            if schema.event_key(self.run_idx, rank, e) not in self.events
+                        ),
+                    )
+                    for rank, evs in f.work
+                )
+                f = replace(f, work=work)
+            out.append(f)
+        return out
 
 
 def unmatched(
@@ -70,6 +99,8 @@ def unmatched(
         group_ranks[p.names[i][1]].add(int(r))
     rows: list[Row] = []
     hung: set[int] = set()
+    per_rank: dict[int, int] = defaultdict(int)
+    events: set[int] = set()
     ahead: dict[int, frozenset[int]] = {}
     odd: dict[str, list[Row]] = defaultdict(list)
     shared: dict[str, tuple[int, str]] = {}  # group → (last arrival, label) of matched instances
@@ -93,6 +124,9 @@ def unmatched(
         # how long those who entered waited: to the last arrival, or (no one else coming) to
         # the collective's end, the trace's end where it never completed
         waited = (p.end[sel] - p.ts[sel]) if missing else (p.ts[sel].max() - p.ts[sel])
+        for r, w in zip(p.rank[sel].tolist(), waited.tolist(), strict=True):
+            per_rank[int(r)] += int(w)
+        events.update(int(e) for e in p.event[sel])
         row = {
             "collective": name,
             "process_group": group,
@@ -125,7 +159,8 @@ def unmatched(
     rows.sort(key=lambda r: (r["process_group"], r["first_ns"]))
     for r in rows:
         del r["events"]
-    return Unmatched(rows, findings, frozenset(hung), ahead)
+    each = {r: w // max(steps, 1) for r, w in per_rank.items()}
+    return Unmatched(rows, findings, run_idx, frozenset(hung), ahead, each, frozenset(events))
 
 
 def _by_instance(p: Participants) -> dict[int, np.ndarray]:

@@ -154,6 +154,10 @@ def test_an_injected_unmatched_collective_is_named(
         assert stragglers[step + 1] == config.stall_rank(step + 1) != missing
     late = [s for s in report.tables["spread"].to_pylist() if s["metric"] == "late"]
     assert all(s["step"] < step or s["max_rank"] == config.stall_rank(s["step"]) for s in late)
+    # the hang (50 ms per collective) is the divergence's, not communication to overlap
+    exposed = [x for x in report.findings if x.kind == "unoverlapped_allreduce"]
+    assert all((x.saving_ns_per_step or 0) < 1_000_000 for x in exposed)
+    assert all(x.cost_ns_per_step < 1_000_000 for x in exposed)
 
 
 def test_a_matched_job_has_none(tmp_path: Path) -> None:
