@@ -98,15 +98,19 @@ def launch_edges(events: pa.Table) -> pa.Table:
     runtime = rows_of(events, ("Runtime",), ["id", "cat", "correlation", "ts", "pid", "tid"])
     gpu = rows_of(events, ("Kernel",), ["id", "correlation", "ts", "pid", "tid"])
     launcher = _one_call_per_correlation(runtime)
-    by_corr = (
-        gpu.select(["id", "correlation"])
-        .rename_columns(["to_id", "correlation"])
-        .join(launcher, "correlation", join_type="inner")
+    corr, call = launcher["correlation"].to_numpy(), launcher["from_id"].to_numpy()
+    gpu_corr = pc.fill_null(gpu["correlation"], 0).to_numpy().astype(np.int64, copy=False)
+    valid = pc.is_valid(gpu["correlation"]).to_numpy(zero_copy_only=False)
+    at = np.minimum(np.searchsorted(corr, gpu_corr), max(len(corr) - 1, 0))
+    found = valid & (corr[at] == gpu_corr) if len(corr) else np.zeros(len(gpu_corr), bool)
+    by_corr = pa.table(
+        {
+            "from_id": pa.array(call[at[found]], pa.int64()),
+            "to_id": pa.array(gpu["id"].to_numpy()[found], pa.int64()),
+            "via": pa.array(["correlation"] * int(found.sum()), pa.string()),
+        }
     )
-    by_corr = by_corr.select(["from_id", "to_id"]).append_column(
-        "via", pa.array(["correlation"] * by_corr.num_rows, pa.string())
-    )
-    unmatched = gpu.filter(pc.invert(pc.is_in(gpu["id"], by_corr["to_id"])))
+    unmatched = gpu.filter(pa.array(~found))
     by_flow = _flow_launches(events, runtime, unmatched)
     return pa.concat_tables([by_corr, by_flow])
 

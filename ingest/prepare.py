@@ -127,7 +127,7 @@ def prepare_rank(
 def summary_rank(trace: RankTrace, run: str, run_idx: int, summarise: Summariser) -> PreparedRank:
     """The rank in a summary tier: its Rank and Step rows, collective participants and
     `summarise`'s figures; no node, edge or archive tables (its events are not loaded)."""
-    rows = frame_source(trace).rows
+    rows = frame_source(trace, hta=False).rows
     events = nodes.keyed(trace.events, trace.rank, run, run_idx)
     trace = replace(trace, events=trace.events.schema.empty_table())
     steps = step_rows(events, trace.rank, run, run_idx)

@@ -188,8 +188,10 @@ class FrameSource:
     rows: pa.Table  # FRAME_COLUMNS without args, plus `hta_stream`
 
 
-def frame_source(trace: RankTrace) -> FrameSource:
-    """The source columns of one rank's frames, from its parsed events."""
+def frame_source(trace: RankTrace, hta: bool = True) -> FrameSource:
+    """The source columns of one rank's frames, from its parsed events. `hta` False: its
+    `hta_stream` is `stream` as read, not as HTA reads it (the odd streams' args unread), for
+    a summary (`ingest --summary`), which never builds HTA's frames."""
     events = trace.events
     keep = pc.and_(
         pc.and_(pc.is_valid(events["dur"]), pc.is_valid(events["cat"])),
@@ -199,7 +201,11 @@ def frame_source(trace: RankTrace) -> FrameSource:
     needed = [c for c in FRAME_COLUMNS if c in events.column_names and c != "args"]
     kept = pc.indices_nonzero(pc.fill_null(keep, False))
     rows = events.select(needed).take(kept)
-    stream = _hta_stream(rows, lambda at: events["args"].take(kept.take(pa.array(at, pa.int64()))))
+    if hta:
+        args = events["args"]
+        stream = _hta_stream(rows, lambda at: args.take(kept.take(pa.array(at, pa.int64()))))
+    else:
+        stream = _ints(rows, "stream")
     return FrameSource(trace.rank, rows.append_column("hta_stream", pa.array(stream, pa.int64())))
 
 
