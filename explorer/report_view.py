@@ -36,6 +36,7 @@ TITLES = {
     "launches": "kernel launches: launching call and launch delay",
     "queues": "launch queue by stream: kernels launched and not yet finished (time-weighted mean)",
     "memory": "memory copies and sets by kind: bytes and bandwidth where the trace records sizes",
+    "gpu_annotations": "GPU time by user annotation (record_function ranges on the GPU's timeline)",
     "collectives": "collectives: arrival skew, the last rank, the wait it caused, latency, size",
     "collective_ranks": "collectives by rank: how often last, wait caused and suffered, clock",
     "stragglers": "per step: the rank whose late arrivals caused the most wait",
@@ -120,7 +121,7 @@ def write_report(
             if rows.num_rows:  # said only where the traces name two hosts or more
                 _write_nodes(out, rows, width)
             continue
-        if name == "unmatched" and rows.num_rows == 0:
+        if name in ("unmatched", "gpu_annotations") and rows.num_rows == 0:
             continue  # said only where some are
         out.write(f"\n{TITLES[name]}:\n")
         if rows.num_rows == 0:

@@ -58,6 +58,7 @@ def report_json(report: Report) -> dict[str, Any]:
     launch = {r["rank"]: r for r in t["launches"]}
     idle, kinds, kernels, queues = (_by_rank(t[n]) for n in ("idle", "kernel_types",
                                                               "top_kernels", "queues"))  # fmt: skip
+    annotations = _by_rank(t["gpu_annotations"])
     ranks = []
     for rank in report.ranks:
         tr = temporal.get(rank, {})
@@ -110,6 +111,17 @@ def report_json(report: Report) -> dict[str, Any]:
                         "mean": round(q["mean"], 3),
                     }  # fmt: skip
                     for q in queues.get(rank, [])
+                ],
+                "gpu_annotations": [
+                    {
+                        "name": a["name"],
+                        "count": a["count"],
+                        **{
+                            k.replace("_ns", "_us"): _us(a[k])
+                            for k in ("total_ns", "mean_ns", "min_ns", "max_ns", "std_ns")
+                        },
+                    }  # fmt: skip
+                    for a in annotations.get(rank, [])
                 ],
             }
         )

@@ -16,6 +16,7 @@ from tracegraph.ingest.edgesets.native.frame import FrameSource
 from . import analyses
 from .activity import exact_activity, hta_activity
 from .allocations import Allocation, factory_calls, large_allocations
+from .annotations import gpu_annotations
 from .cpu import CpuEvents
 from .cpu_findings import RankEvents, cpu_findings
 from .dtypes import dtype_casts
@@ -26,6 +27,7 @@ from .steps import StepWindow, rows_in, step_figures, windows_of
 # the per-rank tables, each a list of rows (`report.TABLES` has their schemas)
 RANK_TABLES = (
     "steps", "temporal", "overlap", "kernel_types", "top_kernels", "idle", "launches", "queues",
+    "gpu_annotations",
 )  # fmt: skip
 
 
@@ -70,6 +72,8 @@ def rank_facts(
     rows["top_kernels"] += analyses.top_kernels(gpu, top)
     rows["idle"] += analyses.idle_breakdown(gpu)
     rows["launches"].append(analyses.launch_stats(gpu))
+    window = windows[0] if step is not None else None
+    rows["gpu_annotations"] += gpu_annotations(source, inputs is None, window)
     if inputs is None:
         return facts
     rows["queues"] += analyses.queue_lengths(gpu)

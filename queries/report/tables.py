@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from .annotations import SCHEMA as ANNOTATIONS_SCHEMA
 from .collectives import SCHEMAS as COLLECTIVE_SCHEMAS
 from .memory import SCHEMA as MEMORY_SCHEMA
 from .nodes import SCHEMA as NODES_SCHEMA
@@ -44,6 +45,7 @@ TABLES = {
         [("rank", _I), ("stream", _I), ("launches", _I), ("max", _I), ("mean", _F)]
     ),
     "memory": MEMORY_SCHEMA,
+    "gpu_annotations": ANNOTATIONS_SCHEMA,
     **COLLECTIVE_SCHEMAS,
     "unmatched": UNMATCHED_SCHEMA,
 }  # fmt: skip

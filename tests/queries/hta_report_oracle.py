@@ -3,7 +3,8 @@
 Run with the HTA environment's python: `python hta_report_oracle.py JOBS.json OUT.json`, JOBS a
 list of {"key", "trace_dir"}. Writes, per key, each analysis as records (or the error's last
 line): temporal breakdown, comm/comp overlap, kernel type and all-kernel breakdowns, idle time
-by stream, and the launch pairs of every rank. Every call with visualize=False.
+by stream, GPU user annotations, and the launch pairs of every rank. Every call with
+visualize=False.
 """
 
 import json
@@ -41,6 +42,11 @@ def analyse(trace_dir):
         "kernel_types": lambda: records(analysis.get_gpu_kernel_breakdown(visualize=False)[0]),
         "all_kernels": lambda: records(analysis.get_gpu_kernel_breakdown(visualize=False)[1]),
         "idle": lambda: records(analysis.get_idle_time_breakdown(ranks=ranks, visualize=False)[0]),
+        "gpu_annotations": lambda: records(
+            analysis.get_gpu_user_annotation_breakdown(visualize=False)
+            if analysis.t.symbol_table.sym_index.get("gpu_user_annotation") is not None
+            else __import__("pandas").DataFrame()
+        ),
         "launches": lambda: {
             str(rank): records(frame)
             for rank, frame in analysis.get_cuda_kernel_launch_stats(

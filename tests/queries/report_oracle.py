@@ -65,12 +65,24 @@ def kind(name: str) -> str:
     return "COMPUTATION"
 
 
+def gpu_annotations(path: Path) -> dict[str, tuple[int, int, int, int]]:
+    """Per name of the `gpu_user_annotation` ranges: (count, total, min, max) in ns."""
+    raw = path.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    durations: dict[str, list[int]] = defaultdict(list)
+    for e in json.loads(raw, parse_float=Decimal)["traceEvents"]:
+        if e.get("ph") == "X" and e.get("cat") == "gpu_user_annotation" and "dur" in e:
+            durations[e.get("name", "")].append(int(Decimal(e["dur"]) * 1000))
+    return {n: (len(d), sum(d), min(d), max(d)) for n, d in durations.items()}
+
+
 def figures(path: Path) -> dict[str, object]:
-    """Span, idle, compute, non-compute, communication and its overlap with compute, and each
-    kernel name's (count, total) per type."""
+    """Span, idle, compute, non-compute, communication and its overlap with compute, each
+    kernel name's (count, total) per type, and the GPU user annotations."""
     events = gpu_events(path)
     if not events:
-        return {"span": 0}
+        return {"span": 0, "gpu_annotations": gpu_annotations(path)}
     every = union([(a, b) for a, b, _ in events])
     comp = union([(a, b) for a, b, n in events if kind(n) == "COMPUTATION"])
     comm = union([(a, b) for a, b, n in events if kind(n) == "COMMUNICATION"])
@@ -88,6 +100,7 @@ def figures(path: Path) -> dict[str, object]:
         "communication": length(comm),
         "overlapped": intersection(comm, comp),
         "kernels": {k: tuple(v) for k, v in totals.items()},
+        "gpu_annotations": gpu_annotations(path),
     }
 
 

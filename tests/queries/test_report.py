@@ -112,6 +112,18 @@ def test_hta_compatible_figures_are_htas_own(graph, hta_answers, run: str) -> No
         for r in hta["idle"]
     ]
 
+    annotations = {(r["rank"], r["name"]): r for r in report.tables["gpu_annotations"].to_pylist()}
+    expected = {(r["rank"], r["name"]): r for r in hta["gpu_annotations"]}
+    assert annotations.keys() == expected.keys()
+    assert expected or run not in ("ns_resolution", "nccl_data", "mi300", "b200")  # they have some
+    for key, row in expected.items():
+        mine = annotations[key]
+        assert (mine["total_ns"], mine["min_ns"], mine["max_ns"]) == (
+            row["sum (us)"] * 1000, row["min (us)"] * 1000, row["max (us)"] * 1000
+        ), key  # fmt: skip
+        assert mine["mean_ns"] == pytest.approx(row["mean (us)"] * 1000, rel=1e-12), key
+        assert mine["std_ns"] == pytest.approx(row["stddev"] * 1000, rel=1e-9, abs=1e-6), key
+
     launches = {r["rank"]: r for r in report.launches.to_pylist()}
     for rank, pairs in hta["launches"].items():
         mine = launches[int(rank)]
@@ -152,6 +164,12 @@ def test_exact_figures_equal_the_raw_json(graph, run: str) -> None:
             if r["rank"] == rank
         }
         assert kernels == want["kernels"]
+        annotations = {
+            r["name"]: (r["count"], r["total_ns"], r["min_ns"], r["max_ns"])
+            for r in report.tables["gpu_annotations"].to_pylist()
+            if r["rank"] == rank
+        }
+        assert annotations == want["gpu_annotations"], path
 
 
 @needs_traces
