@@ -17,7 +17,8 @@ Read per process group (its ranks: those with a participant in it):
 - per step and collective, how many each rank ran: a step where the counts differ names the
   ranks that ran fewer (a rank without that step: its loop had ended);
 - per instance, the step of each participant (by what places it in a step, as elsewhere in the
-  report) and the ranks missing from it.
+  report) and the ranks missing from it; an instance outside every step (at a trace's edge,
+  where the ranks' profiled windows may differ) is not read, in a run that has steps.
 One finding per process group that diverges, with the first step it diverged in, the ranks
 missing, the last collective every rank shared, and the instances that then crossed steps or
 never completed. Its cost is the time the other ranks waited in those instances, per step; its
@@ -111,6 +112,8 @@ def unmatched(
         missing = sorted(group_ranks[group] - set(ranks))
         steps_of = {int(p.rank[j]): step[j] for j in sel.tolist()}
         placed = set(steps_of.values())
+        if windows and placed == {None}:
+            continue  # outside every step (a trace's edge, where the ranks' windows differ)
         if not missing and len(placed) == 1:
             last = int(p.ts[sel].max())
             if last > shared.get(group, (-1, ""))[0]:
