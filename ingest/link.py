@@ -98,15 +98,15 @@ def launch_edges(events: pa.Table) -> pa.Table:
     runtime = rows_of(events, ("Runtime",), ["id", "cat", "correlation", "ts", "pid", "tid"])
     gpu = rows_of(events, ("Kernel",), ["id", "correlation", "ts", "pid", "tid"])
     launcher = _one_call_per_correlation(runtime)
-    corr, call = launcher["correlation"].to_numpy(), launcher["from_id"].to_numpy()
+    corr = launcher["correlation"].to_numpy()
     gpu_corr = pc.fill_null(gpu["correlation"], 0).to_numpy().astype(np.int64, copy=False)
     valid = pc.is_valid(gpu["correlation"]).to_numpy(zero_copy_only=False)
     at = np.minimum(np.searchsorted(corr, gpu_corr), max(len(corr) - 1, 0))
     found = valid & (corr[at] == gpu_corr) if len(corr) else np.zeros(len(gpu_corr), bool)
     by_corr = pa.table(
         {
-            "from_id": pa.array(call[at[found]], pa.int64()),
-            "to_id": pa.array(gpu["id"].to_numpy()[found], pa.int64()),
+            "from_id": launcher["from_id"].take(pa.array(at[found])),
+            "to_id": gpu["id"].take(pa.array(np.nonzero(found)[0])),
             "via": pa.array(["correlation"] * int(found.sum()), pa.string()),
         }
     )
