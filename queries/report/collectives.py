@@ -201,15 +201,17 @@ def collective_rows(
         waits = arrive[last] - arrive[sel]
         cause = int(waits.sum())
         last_rank = int(p.rank[last])
-        caused[last_rank] = caused.get(last_rank, 0) + cause
-        last_count[last_rank] = last_count.get(last_rank, 0) + 1
-        for j, w in zip(sel.tolist(), waits.tolist(), strict=True):
-            waited[int(p.rank[j])] = waited.get(int(p.rank[j]), 0) + int(w)
-        name, group, seq = p.names[int(p.instance[sel[0]])]
         inst = int(p.instance[sel[0]])
         later = ahead.get(inst, frozenset())
+        diverged = inst in hung or last_rank in later  # the wait is no late rank's doing
+        if not diverged:
+            caused[last_rank] = caused.get(last_rank, 0) + cause
+            last_count[last_rank] = last_count.get(last_rank, 0) + 1
+        for j, w in zip(sel.tolist(), waits.tolist(), strict=True):
+            waited[int(p.rank[j])] = waited.get(int(p.rank[j]), 0) + int(w)
+        name, group, seq = p.names[inst]
         own = sel[~np.isin(p.rank[sel], list(later))] if later else sel
-        if at_step is not None and inst not in hung and last_rank not in later and len(own) > 1:
+        if at_step is not None and not diverged and len(own) > 1:
             # collectives of one step overlap (DDP's buckets): the same lateness shows at each,
             # so a step counts its largest, per waiting rank, not their sum
             each = cause // (len(sel) - 1)

@@ -166,14 +166,17 @@ def build_report(
     lateness: dict[tuple[int, int], int] = {}
     diverged: list[Finding] = []
     unmatched_waits: dict[int, int] = {}
+    diverged_keys: frozenset[tuple[str, str, int]] = frozenset()
+    unjoined: dict[int, int] = {}
     leave_out: Callable[[list[Finding]], list[Finding]] = list
     if not hta_compatible:
         hosts = rank_hosts(store, source.run)
         arrivals = collectives.participants(store, source.run)
         numbers = {w.step for ws in every_step.values() for w in ws}
-        unmatched = collective_divergence(arrivals, every_step, len(numbers), source.run_idx)
+        unmatched = collective_divergence(arrivals, every_step, len(numbers), source.run_idx, hosts)
         rows["unmatched"], diverged = unmatched.rows, unmatched.findings
         unmatched_waits, leave_out = unmatched.waited, unmatched.off_communication
+        diverged_keys, unjoined = unmatched.diverged, unmatched.unjoined
         instances, per_rank, arrival_stragglers, lateness = collectives.collective_rows(
             arrivals, every_step, step, hosts, unmatched.hung, unmatched.ahead
         )
@@ -190,7 +193,13 @@ def build_report(
         # no events, no path: who was late is told by the arrivals alone, and no finding's
         # saving can be worked out
         rows["stragglers"] = arrival_stragglers
-        found = folded(transfer_only(found, arrival_waits(rows["collectives"]), unmatched_waits))
+        # the waits of collectives that crossed steps or never completed are the divergence's
+        # (`unmatched_waits`), not a late rank's: counted once
+        matched = [
+            c for c in rows["collectives"]
+            if (c["collective"], c["process_group"], c["seq"]) not in diverged_keys
+        ]  # fmt: skip
+        found = folded(transfer_only(found, arrival_waits(matched), unmatched_waits))
     elif not hta_compatible:
         # the story (what bound each step, who was late, what fixing each finding saves) is
         # the native path's, built here in memory: the same computation `path` and `edges
@@ -202,7 +211,10 @@ def build_report(
         bound_by = _bound_by(paths, steps)
         # folded first: a saving is a what-if over the whole step graph, so at many ranks one
         # per folded line, not one per rank
-        found = folded(transfer_only(found, path_waits(paths), unmatched_waits))
+        waits = path_waits(paths)
+        for r, w in unjoined.items():  # waits the paths cannot join (another step's)
+            waits[r] = waits.get(r, 0) + w
+        found = folded(transfer_only(found, waits, unmatched_waits))
         found = with_savings(leave_out(found), steps)
         found += straggler_findings(paths, steps, source.run_idx)
     found += diverged  # no saving modelled (the job hangs): ranked first all the same

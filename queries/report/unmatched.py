@@ -37,7 +37,7 @@ import pyarrow as pa
 from tracegraph.ingest import schema
 
 from .analyses import Row
-from .collectives import Participants, step_of
+from .collectives import Participants, clock_offsets, step_of
 from .findings import Finding
 from .ranks import ranks_phrase
 from .steps import StepWindow
@@ -61,6 +61,11 @@ class Unmatched:
     # per rank, its wait in those instances per step (`savings.transfer_only`)
     waited: dict[int, int] = field(default_factory=dict)
     events: frozenset[int] = field(default_factory=frozenset)  # their participants' event ids
+    # (collective, process group, seq) of the instances whose wait is the divergence's
+    diverged: frozenset[tuple[str, str, int]] = field(default_factory=frozenset)
+    # per rank, per step: its wait for a late rank of another step's join (it took part from a
+    # later step), which no step's cross-rank path sees
+    unjoined: dict[int, int] = field(default_factory=dict)
 
     def off_communication(self, findings: list[Finding]) -> list[Finding]:
         """`unoverlapped_allreduce` findings whose work (what a what-if takes away) leaves out
@@ -87,12 +92,20 @@ class Unmatched:
 
 
 def unmatched(
-    p: Participants, windows: dict[int, list[StepWindow]], steps: int, run_idx: int
+    p: Participants,
+    windows: dict[int, list[StepWindow]],
+    steps: int,
+    run_idx: int,
+    hosts: dict[int, str | None] | None = None,
 ) -> Unmatched:
-    """The unmatched collectives of a run's participants `p`, their steps placed by `windows`;
-    costs spread over `steps` steps."""
+    """The unmatched collectives of a run's participants `p`, their steps placed by `windows`,
+    their times on clocks aligned as the rest of the report aligns them (`hosts`); costs
+    spread over `steps` steps."""
     if p.n == 0:
         return Unmatched([], [])
+    offsets = clock_offsets(p, hosts)
+    shift = np.array([offsets.get(int(r), 0) for r in p.rank], np.int64)
+    arrive, leave = p.ts - shift, p.end - shift
     places = zip(p.rank.tolist(), p.anchor.tolist(), strict=True)
     step = np.array([step_of(r, a, windows) for r, a in places], object)
     group_ranks: dict[str, set[int]] = defaultdict(set)
@@ -101,35 +114,43 @@ def unmatched(
     rows: list[Row] = []
     hung: set[int] = set()
     per_rank: dict[int, int] = defaultdict(int)
+    elsewhere: dict[int, int] = defaultdict(int)
     events: set[int] = set()
+    diverged: set[tuple[str, str, int]] = set()
     ahead: dict[int, frozenset[int]] = {}
     odd: dict[str, list[Row]] = defaultdict(list)
     shared: dict[str, tuple[int, str]] = {}  # group → (last arrival, label) of matched instances
-    order = _by_instance(p)
-    for inst, sel in order.items():
+    for inst, sel in _by_instance(p).items():
         name, group, seq = p.names[inst]
         ranks = sorted(int(r) for r in p.rank[sel])
         missing = sorted(group_ranks[group] - set(ranks))
         steps_of = {int(p.rank[j]): step[j] for j in sel.tolist()}
-        placed = set(steps_of.values())
-        if windows and placed == {None}:
+        known = {s for s in steps_of.values() if s is not None}
+        if windows and not known:
             continue  # outside every step (a trace's edge, where the ranks' windows differ)
-        if not missing and len(placed) == 1:
-            last = int(p.ts[sel].max())
+        if not missing and len(known) <= 1:
+            last = int(arrive[sel].max())
             if last > shared.get(group, (-1, ""))[0]:
-                shared[group] = (last, _label(name, seq, next(iter(placed))))
+                shared[group] = (last, _label(name, seq, min(known) if known else None))
             continue
-        if missing:
-            hung.add(inst)
-        known = [s for s in placed if s is not None]
-        if len(placed) > 1 and known:
-            ahead[inst] = frozenset(r for r, s in steps_of.items() if s != min(known))
+        later = frozenset(r for r, s in steps_of.items() if s is not None and s != min(known))
+        if later:
+            ahead[inst] = later
+        last_rank = int(p.rank[sel[np.lexsort((p.rank[sel], arrive[sel]))[-1]]])
         # how long those who entered waited: to the last arrival, or (no one else coming) to
         # the collective's end, the trace's end where it never completed
-        waited = (p.end[sel] - p.ts[sel]) if missing else (p.ts[sel].max() - p.ts[sel])
-        for r, w in zip(p.rank[sel].tolist(), waited.tolist(), strict=True):
-            per_rank[int(r)] += int(w)
-        events.update(int(e) for e in p.event[sel])
+        waited = (leave[sel] - arrive[sel]) if missing else (arrive[sel].max() - arrive[sel])
+        if missing or last_rank in later:  # the divergence's wait, not a late rank's
+            if missing:
+                hung.add(inst)
+            for r, w in zip(p.rank[sel].tolist(), waited.tolist(), strict=True):
+                per_rank[int(r)] += int(w)
+            events.update(int(e) for e in p.event[sel])
+            diverged.add((name, group, seq))
+        else:  # a late rank's, but those from a later step wait outside its step's join
+            for r, w in zip(p.rank[sel].tolist(), waited.tolist(), strict=True):
+                if r in later:
+                    elsewhere[int(r)] += int(w)
         row = {
             "collective": name,
             "process_group": group,
@@ -140,13 +161,14 @@ def unmatched(
             "first_ns": int(p.ts[sel].min()),
             "waited_ns": int(waited.sum()),
             "events": [int(e) for e in p.event[sel]],
+            "aligned_ns": int(arrive[sel].min()),
         }
         rows.append(row)
         odd[group].append(row)
-    counts = _counts(p, step, group_ranks)
+    counts = _counts(p, step, group_ranks, windows)
     findings = []
     for group, instances in sorted(odd.items()):
-        first_ns = min(r["first_ns"] for r in instances)
+        first_ns = min(r["aligned_ns"] for r in instances)
         before = shared.get(group)
         shared_label = before[1] if before is not None and before[0] < first_ns else None
         findings.append(
@@ -159,11 +181,15 @@ def unmatched(
                 steps,
             )  # fmt: skip
         )
-    rows.sort(key=lambda r: (r["process_group"], r["first_ns"]))
+    rows.sort(key=lambda r: (r["process_group"], r["aligned_ns"]))
     for r in rows:
-        del r["events"]
+        del r["events"], r["aligned_ns"]
     each = {r: w // max(steps, 1) for r, w in per_rank.items()}
-    return Unmatched(rows, findings, run_idx, frozenset(hung), ahead, each, frozenset(events))
+    unjoined = {r: w // max(steps, 1) for r, w in elsewhere.items()}
+    return Unmatched(
+        rows, findings, run_idx, frozenset(hung), ahead, each, frozenset(events),
+        frozenset(diverged), unjoined,
+    )  # fmt: skip
 
 
 def _by_instance(p: Participants) -> dict[int, np.ndarray]:
@@ -173,15 +199,25 @@ def _by_instance(p: Participants) -> dict[int, np.ndarray]:
     return {int(p.instance[g[0]]): g for g in np.split(np.arange(p.n), bounds) if len(g)}
 
 
+def _known_steps(row: Row) -> set[int]:
+    return {s for s in json.loads(row["steps"]).values() if s is not None}
+
+
 def _label(name: str, seq: int, step: int | None) -> str:
     return f"{name} #{seq}" + ("" if step is None else f" (ProfilerStep#{step})")
 
 
 def _counts(
-    p: Participants, step: np.ndarray, group_ranks: dict[str, set[int]]
+    p: Participants,
+    step: np.ndarray,
+    group_ranks: dict[str, set[int]],
+    windows: dict[int, list[StepWindow]],
 ) -> dict[str, list[tuple[int, str, dict[int, int]]]]:
     """Per group, the steps where its ranks ran different numbers of a collective: (step,
-    collective, count per rank), a rank without that step counted 0."""
+    collective, count per rank). A rank without that step counts 0 where its steps began
+    before it (its loop ended); a rank without steps, or whose profiled steps begin later,
+    is not counted there."""
+    first = {r: min(w.step for w in ws) for r, ws in windows.items() if ws}
     ran: Counter[tuple[str, str, int, int]] = Counter()
     for i, r, s in zip(p.instance.tolist(), p.rank.tolist(), step.tolist(), strict=True):
         if s is not None:
@@ -192,7 +228,9 @@ def _counts(
         cells[(group, name, s)][r] = n
     out: dict[str, list[tuple[int, str, dict[int, int]]]] = defaultdict(list)
     for (group, name, s), by_rank in sorted(cells.items(), key=lambda kv: (kv[0][2], kv[0][1])):
-        full = {r: by_rank.get(r, 0) for r in sorted(group_ranks[group])}
+        full = {
+            r: by_rank.get(r, 0) for r in sorted(group_ranks[group]) if first.get(r, s + 1) <= s
+        }
         if len(set(full.values())) > 1:
             out[group].append((s, name, full))
     return out
@@ -207,7 +245,7 @@ def _finding(
     steps: int,
 ) -> Finding:
     """One process group's divergence as a finding (see the module docstring)."""
-    first = min(instances, key=lambda r: r["first_ns"])
+    first = min(instances, key=lambda r: r["aligned_ns"])
     if counts:
         step, name, by_rank = counts[0]
         most = max(by_rank.values())
@@ -221,7 +259,7 @@ def _finding(
         short = json.loads(first["missing"]) or json.loads(first["ranks"])
         step = None
         start = f"{first['collective']} #{first['seq']} is missing {ranks_phrase(short)}"
-    crossed = [r for r in instances if len(set(json.loads(r["steps"]).values())) > 1]
+    crossed = [r for r in instances if len(_known_steps(r)) > 1]
     hung = [r for r in instances if json.loads(r["missing"])]
     parts = [start]
     if crossed:
@@ -249,7 +287,8 @@ def _finding(
         f"the last collective every rank shared: {shared}" if shared else
         "no collective every rank shared in the same step before it"
     )  # fmt: skip
-    events = tuple(e for r in sorted(instances, key=lambda r: r["first_ns"]) for e in r["events"])
+    in_order = sorted(instances, key=lambda r: r["aligned_ns"])
+    events = tuple(e for r in in_order for e in r["events"])
     evidence = events[:EVIDENCE]
     listed = ", ".join(str(e) for e in evidence)
     return Finding(

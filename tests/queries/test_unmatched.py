@@ -11,12 +11,15 @@ import json
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import tracegraph
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.queries.report import Report
-from tracegraph.queries.report.unmatched import KIND
+from tracegraph.queries.report.collectives import Participants
+from tracegraph.queries.report.steps import StepWindow
+from tracegraph.queries.report.unmatched import KIND, unmatched
 
 from ..conftest import TRACES
 
@@ -168,3 +171,43 @@ def test_a_matched_job_has_none(tmp_path: Path) -> None:
     assert report.tables["unmatched"].num_rows == 0
     assert not [f for f in report.findings if f.kind == KIND]
     assert report.to_json()["unmatched"] == []
+
+
+def _participants(rows: list[tuple[int, int, int, int]]) -> Participants:
+    """(instance, rank, ts, dur) rows, instances in order, an allreduce of group "0" each."""
+    rows = sorted(rows)
+    n = len(rows)
+    return Participants(
+        np.array([i for i, _, _, _ in rows], np.int64),
+        [("allreduce", "0", k) for k in range(max(i for i, _, _, _ in rows) + 1)],
+        np.array([r for _, r, _, _ in rows], np.int64),
+        np.array([t for _, _, t, _ in rows], np.int64),
+        np.array([t + d for _, _, t, d in rows], np.int64),
+        [""] * n,
+        np.arange(n, dtype=np.int64),
+        np.array([t for _, _, t, _ in rows], np.int64),
+    )
+
+
+def _windows(rank: int, steps: int) -> list[StepWindow]:
+    return [
+        StepWindow(rank, s, f"ProfilerStep#{s}", s * 100, 100, (s + 1) * 100) for s in range(steps)
+    ]
+
+
+def test_a_rank_without_steps_or_with_fewer_profiled_is_no_divergence() -> None:
+    # three matched all-reduces, one per step; rank 1's trace has no ProfilerStep annotations
+    p = _participants([(k, r, k * 100 + 10 + r, 5) for k in range(3) for r in (0, 1)])
+    found = unmatched(p, {0: _windows(0, 3)}, 3, 0)
+    assert found.rows == [] and found.findings == []
+    # rank 1's profiled steps begin a step later: its first step is no skip
+    p = _participants(
+        [(k, r, k * 100 + 10 + r, 5) for k in range(3) for r in (0, 1) if (k, r) != (0, 1)]
+    )
+    later = {0: _windows(0, 3), 1: _windows(1, 3)[1:]}
+    found = unmatched(p, later, 3, 0)
+    assert [f.kind for f in found.findings] == [KIND]  # instance 0 misses rank 1 ...
+    assert "ran fewer" not in found.findings[0].detail  # ... but no step is counted short
+    # two equal 0 ns all-reduces on a rank that skipped none: matched, no row
+    p = _participants([(k, r, 10 + r, 0) for k in range(2) for r in (0, 1)])
+    assert unmatched(p, {0: _windows(0, 1), 1: _windows(1, 1)}, 1, 0).rows == []

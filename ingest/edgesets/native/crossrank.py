@@ -80,6 +80,19 @@ class Instance:
 
     label: str  # e.g. "allreduce #3" (name and sequence number or order)
     members: tuple[tuple[int, int], ...]  # (rank, ev_idx)
+    group: str = ""  # its process group
+
+
+def never_completed(instances: dict[int, Instance]) -> set[int]:
+    """The instances some rank of their process group never entered (its ranks: those with a
+    participant in any of its instances): nobody waits there for the last to enter, everyone
+    for one who never comes (`unmatched` in the report), so they are no join."""
+    ranks: dict[str, set[int]] = defaultdict(set)
+    for inst in instances.values():
+        ranks[inst.group].update(r for r, _ in inst.members)
+    return {
+        cid for cid, inst in instances.items() if {r for r, _ in inst.members} != ranks[inst.group]
+    }
 
 
 @dataclass(frozen=True)
@@ -213,10 +226,12 @@ def cross_rank_path(
     offsets: dict[int, int] | None = None,
     depth: int = STORED_DEPTH,
     last_of: dict[int, int] | None = None,
+    hung: set[int] | None = None,
 ) -> CrossRankPath | None:
     """Join the graphs (one per rank, same step) through the collectives and find the path
     (its segments `depth` levels deep). `last_of` (`last_arrivals`): per collective, the rank
-    that arrived last over all steps; without it, no instance that crosses steps is a join."""
+    that arrived last over all steps; without it, no instance that crosses steps is a join.
+    `hung` (`never_completed`): instances that are no join."""
     if not graphs:
         return None
     offsets = offsets or {}
@@ -230,7 +245,7 @@ def cross_rank_path(
     cpu = np.concatenate([np.repeat(g.clip.stream < 0, 2) for g in graphs])
     thread = np.concatenate([np.repeat(g.clip.tid, 2) for g in graphs])
     participant = np.zeros(len(times), bool)
-    present = _arrivals(graphs, participants, base, times, last_of or {})
+    present = _arrivals(graphs, participants, base, times, last_of or {}, hung or set())
     for arrivals in present.values():
         for a in arrivals:
             participant[base[a.graph] + 2 * a.row : base[a.graph] + 2 * a.row + 2] = True
@@ -381,12 +396,14 @@ def _arrivals(
     base: np.ndarray,
     times: np.ndarray,
     last_of: dict[int, int],
+    hung: set[int],
 ) -> dict[int, list[_Arrival]]:
     """Each instance's participants that are nodes of this step's graphs (two or more). An
     instance that crosses steps (a rank of this step takes part in it from another of its
     steps: after a collective some rank skipped, NCCL pairs each rank's k-th) is a join here
     only where its last arrival (`last_of`) is one of them: else the others waited on a rank's
-    other step, the divergence (`unmatched` in the report), not on a late rank of this one."""
+    other step, the divergence (`unmatched` in the report), not on a late rank of this one.
+    Instances in `hung` (`never_completed`) are no join."""
     found: dict[int, list[_Arrival]] = defaultdict(list)
     elsewhere: set[int] = set()
     for i, g in enumerate(graphs):
@@ -402,6 +419,7 @@ def _arrivals(
         cid: arrivals
         for cid, arrivals in found.items()
         if len(arrivals) >= 2
+        and cid not in hung
         and (cid not in elsewhere or last_of.get(cid) in {a.rank for a in arrivals})
     }
 

@@ -38,6 +38,7 @@ from .crossrank import (
     clock_offsets,
     cross_rank_path,
     last_arrivals,
+    never_completed,
 )
 from .frame import Frame
 from .options import NativeOptions
@@ -269,7 +270,9 @@ def _cross_rank(
     stand_ins = inputs.stand_ins
     if not options.cross_rank or len(builds) + len(stand_ins) < 2:
         return [], []
-    participants = Participants.of(_merged(inputs.members, inputs.summary_members))
+    instances = _merged(inputs.members, inputs.summary_members)
+    participants = Participants.of(instances)
+    hung = never_completed(instances)
     frames: list[Frame] = [b.frame for b in builds if b.frame is not None]
     every_frame = [*frames, *(s.frame for s in stand_ins)]
     offsets = clock_offsets(every_frame, participants, inputs.hosts)
@@ -291,7 +294,7 @@ def _cross_rank(
         if len(graphs) < 2:
             left_out.append(f"{step}: only rank {have[0]} has a graph of it")
             continue
-        path = cross_rank_path(step, graphs, participants, offsets, depth, last_of)
+        path = cross_rank_path(step, graphs, participants, offsets, depth, last_of, hung)
         if path is not None:
             joined = tuple(r for r in have if r in summarised)
             out.append(replace(path, summarised=joined) if joined else path)
@@ -308,5 +311,5 @@ def _merged(*parts: dict[int, Instance]) -> dict[int, Instance]:
         for cid, inst in part.items():
             have = out.get(cid)
             both = inst.members if have is None else (*have.members, *inst.members)
-            out[cid] = Instance(inst.label, tuple(sorted(set(both))))
+            out[cid] = Instance(inst.label, tuple(sorted(set(both))), inst.group)
     return out

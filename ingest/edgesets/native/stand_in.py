@@ -6,11 +6,11 @@ ranks with events, each summary rank takes part through a stand-in: one thread w
 the step (named `SUMMARY_WORK`) and the arrivals placed in it (by their launching call's start,
 as a rank graph clips its kernels), with edges
 
-- step start → each arrival that no earlier arrival ended before (its work before it: opaque),
+- each arrival's predecessor → it: of the arrivals before it, the one that ended last at or
+  before its start (the rank's work between them: opaque), else the step's start,
 - each arrival's own span (weighed by the join as any participant's: a wait counts only what
   remains after the last arrival),
-- each arrival's end → the next arrival to start after it (the work between: opaque),
-- each arrival no arrival follows → the step's end (its end: at least the last arrival's).
+- each arrival that is no arrival's predecessor → the step's end (at least the last arrival's).
 
 The join takes the rank's known waits (the time it waited in collectives for a later rank) off
 these edges, as a wait weighs nothing on a rank with events. What remains is the rank's elapsed
@@ -82,20 +82,23 @@ def summary_ranks(
         params,
     ).table
     labels = store.run(
-        "MATCH (c:Collective) WHERE c.run = $run RETURN c.id AS id, c.name AS name, c.seq AS seq",
+        "MATCH (c:Collective) WHERE c.run = $run "
+        "RETURN c.id AS id, c.name AS name, c.seq AS seq, c.process_group AS pg",
         {"run": run},
     ).table
     label_of = {
         int(i): f"{n} #{s}"
         for i, n, s in zip(*(labels[c].to_pylist() for c in ("id", "name", "seq")), strict=True)
     }
+    ids, pgs = labels["id"].to_pylist(), labels["pg"].to_pylist()
+    group_of = {int(i): pg or "" for i, pg in zip(ids, pgs, strict=True)}
     members: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for r, key, c in zip(
         *(arrivals[c].to_pylist() for c in ("rank", "id", "collective")), strict=True
     ):
         members[int(c)].append((int(r), int(key) & schema.MAX_EV))
     instances = {
-        c: Instance(label_of.get(c, f"collective {c}"), tuple(sorted(m)))
+        c: Instance(label_of.get(c, f"collective {c}"), tuple(sorted(m)), group_of.get(c, ""))
         for c, m in members.items()
     }
     stand_ins = [
@@ -118,6 +121,11 @@ def stand_in(
     labels: dict[int, str],
 ) -> StandIn:
     """One summary rank's frame (its steps, then its arrivals) and its graph of each step."""
+    if len(steps["ts"]) == 0:  # no ProfilerStep: nothing to join per step
+        frame = _frame(
+            rank, np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), []
+        )
+        return StandIn(rank, frame, {})
     order = np.argsort(steps["ts"], kind="stable")
     s_ts, s_dur = steps["ts"][order].astype(np.int64), steps["dur"][order].astype(np.int64)
     s_names = [str(steps["name"][i]) for i in order]
@@ -190,13 +198,15 @@ def _step_graph(frame: StandInFrame, step_row: int, rows: np.ndarray) -> WindowG
     src: list[int] = []
     dst: list[int] = []
     followed = np.zeros(clip.n, bool)
-    ends_sorted = np.argsort(end[arrivals], kind="stable")
     for j in arrivals.tolist():
-        # the arrival that ended last at or before j started: j's predecessor
-        k = int(np.searchsorted(end[arrivals][ends_sorted], start[j], side="right")) - 1
-        if k >= 0 and int(arrivals[ends_sorted[k]]) == j:  # itself, where it lasts 0 ns
-            k -= 1
-        before = int(arrivals[ends_sorted[k]]) if k >= 0 else 0
+        # its predecessor: of the arrivals before it (time, then id order), the one that ended
+        # last at or before it started (so equal 0 ns arrivals chain, never loop)
+        earlier = np.arange(1, j)
+        done = earlier[end[earlier] <= start[j]]
+        before = 0
+        if len(done):
+            latest = end[done].max()
+            before = int(done[end[done] == latest][-1])
         src.append(2 * before + 1 if before else 0)
         dst.append(2 * j)
         followed[before] = True

@@ -111,18 +111,23 @@ def inferred_sync_rows(frame: Frame, syncs: InferredSyncs, run_idx: int) -> pa.T
 
 
 def collective_instances(store: GraphStore, run: str) -> dict[int, Instance]:
-    """Collective id → its label ("allreduce #3") and participants as (rank, ev_idx)."""
+    """Collective id → its label ("allreduce #3"), participants as (rank, ev_idx), and its
+    process group."""
     members: dict[int, list[tuple[int, int]]] = {}
     labels: dict[int, str] = {}
+    groups: dict[int, str] = {}
     for label in ("Kernel", "Op"):
         table = store.run(
             f"MATCH (p:{label})-[:PART_OF]->(c:Collective) WHERE c.run = $run "
-            "RETURN c.id AS c, c.name AS name, c.seq AS seq, p.rank AS rank, p.ev_idx AS ev",
+            "RETURN c.id AS c, c.name AS name, c.seq AS seq, c.process_group AS pg, "
+            "p.rank AS rank, p.ev_idx AS ev",
             {"run": run},
         ).table
-        for c, name, seq, r, ev in zip(
-            *(table[col].to_pylist() for col in ("c", "name", "seq", "rank", "ev")), strict=True
+        for c, name, seq, pg, r, ev in zip(
+            *(table[col].to_pylist() for col in ("c", "name", "seq", "pg", "rank", "ev")),
+            strict=True,
         ):
             members.setdefault(int(c), []).append((int(r), int(ev)))
             labels[int(c)] = f"{name} #{seq}"
-    return {c: Instance(labels[c], tuple(sorted(m))) for c, m in members.items()}
+            groups[int(c)] = pg or ""
+    return {c: Instance(labels[c], tuple(sorted(m)), groups[c]) for c, m in members.items()}

@@ -170,3 +170,19 @@ def test_a_stand_in_chains_its_arrivals_forward_in_time() -> None:
     assert c0.ts[0] + c0.dur[0] == 1_000
     assert g1.clip.ts[0] + g1.clip.dur[0] == 1_700  # lasts to its kernel's end
     assert (s.frame.position_of(np.array([10, 15, 99])) >= 0).tolist() == [True, True, False]
+
+
+def test_equal_zero_length_arrivals_chain_and_a_rank_without_steps_has_no_graph() -> None:
+    steps = {
+        "id": np.array([1], np.int64),
+        "name": np.array(["ProfilerStep#0"], object),
+        "ts": np.array([0], np.int64),
+        "dur": np.array([1_000], np.int64),
+    }
+    s = stand_in(3, steps, _arrivals([(500, 0), (500, 0), (500, 0)]), {})
+    g = s.graphs["ProfilerStep#0"]
+    assert g.path.length == 1_000  # a DAG (a loop would raise), the elapsed time
+    pairs = set(zip(g.edges.src.tolist(), g.edges.dst.tolist(), strict=True))
+    assert (2 * 1 + 1, 2 * 2) in pairs and (2 * 2 + 1, 2 * 3) in pairs  # 1 → 2 → 3
+    none = {k: v[:0] for k, v in steps.items()}
+    assert stand_in(4, none, _arrivals([(500, 10)]), {}).graphs == {}
