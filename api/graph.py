@@ -245,7 +245,8 @@ class Graph:
         remove_runs(self.path, list(runs))
 
     def runs(self) -> pa.Table:
-        """One row per run, in ingest order: name, world_size, ranks, events."""
+        """One row per run, in ingest order: name, world_size, ranks, events (of the ranks with
+        events loaded), summary_ranks (those kept as summaries: `ingest(summary=True)`)."""
         with self.reading() as store:
             refs = list_runs(store)
         return pa.table(
@@ -254,6 +255,7 @@ class Graph:
                 "world_size": pa.array([r.world_size for r in refs], pa.int64()),
                 "ranks": pa.array([list(r.ranks) for r in refs], pa.list_(pa.int64())),
                 "events": pa.array([r.events for r in refs], pa.int64()),
+                "summary_ranks": pa.array([list(r.summarised) for r in refs], pa.list_(pa.int64())),
             }
         )
 

@@ -125,6 +125,9 @@ def runs_command(args: argparse.Namespace) -> int:
         raise UsageError("runs: names only with rm (runs DB rm NAME...)")
     runs = graph.runs()
     shown = runs.set_column(2, "ranks", pa.array([len(r) for r in runs["ranks"].to_pylist()]))
+    # events are those of the ranks loaded in full; the others are summaries (`ingest --summary`)
+    summaries = pa.array([len(r) for r in runs["summary_ranks"].to_pylist()])
+    shown = shown.set_column(4, "summary_ranks", summaries)
     output.write(sys.stdout, shown, args.format)
     return 0
 

@@ -209,6 +209,10 @@ def test_full_ranks_later_all_or_nothing(
     assert not list(run_folder.glob("rank-*"))
     assert main(["ingest", "--db", str(db), "--full-ranks", "0"]) == 0
     assert "loaded rank 0 of run" in capsys.readouterr().out
+    (run,) = tracegraph.open(db).runs().to_pylist()
+    assert run["summary_ranks"] == [1, 2] and run["ranks"] == [0, 1, 2] and run["events"] > 0
+    assert main(["runs", str(db), "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[1].endswith(f",3,{run['events']},2")
     assert main(["ingest", "--db", str(db), "--full-ranks", "0"]) == 2
     assert "no summary rank(s) [0]" in capsys.readouterr().err
     assert main(["path", str(db)]) == 0
