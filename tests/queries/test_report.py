@@ -94,14 +94,7 @@ def test_hta_compatible_figures_are_htas_own(graph, hta_answers, run: str) -> No
 
     kernels = {(r["rank"], r["kernel_type"], r["name"]): r for r in report.top_kernels.to_pylist()}
     expected = {(r["rank"], r["kernel_type"], r["name"]): r for r in hta["all_kernels"]}
-    assert kernels.keys() == expected.keys()
-    for key, row in expected.items():
-        mine = kernels[key]
-        assert (mine["total_ns"], mine["min_ns"], mine["max_ns"]) == (
-            row["sum (us)"] * 1000, row["min (us)"] * 1000, row["max (us)"] * 1000
-        ), key  # fmt: skip
-        assert mine["mean_ns"] == pytest.approx(row["mean (us)"] * 1000, rel=1e-12), key
-        assert mine["std_ns"] == pytest.approx(row["stddev"] * 1000, rel=1e-9, abs=1e-6), key
+    _same_statistics(kernels, expected)
 
     idle = [
         (r["rank"], r["stream"], r["idle_category"], round(r["idle_ns"] / 1000, 2), r["ratio"])
@@ -114,15 +107,8 @@ def test_hta_compatible_figures_are_htas_own(graph, hta_answers, run: str) -> No
 
     annotations = {(r["rank"], r["name"]): r for r in report.tables["gpu_annotations"].to_pylist()}
     expected = {(r["rank"], r["name"]): r for r in hta["gpu_annotations"]}
-    assert annotations.keys() == expected.keys()
     assert expected or run not in ("ns_resolution", "nccl_data", "mi300", "b200")  # they have some
-    for key, row in expected.items():
-        mine = annotations[key]
-        assert (mine["total_ns"], mine["min_ns"], mine["max_ns"]) == (
-            row["sum (us)"] * 1000, row["min (us)"] * 1000, row["max (us)"] * 1000
-        ), key  # fmt: skip
-        assert mine["mean_ns"] == pytest.approx(row["mean (us)"] * 1000, rel=1e-12), key
-        assert mine["std_ns"] == pytest.approx(row["stddev"] * 1000, rel=1e-9, abs=1e-6), key
+    _same_statistics(annotations, expected)
 
     launches = {r["rank"]: r for r in report.launches.to_pylist()}
     for rank, pairs in hta["launches"].items():
@@ -133,6 +119,19 @@ def test_hta_compatible_figures_are_htas_own(graph, hta_answers, run: str) -> No
             call = np.array([p["cpu_duration"] for p in pairs]) * 1000
             assert mine["delay_mean_ns"] == pytest.approx(delay.mean(), rel=1e-12)
             assert (mine["delay_max_ns"], mine["call_p50_ns"]) == (delay.max(), np.median(call))
+
+
+def _same_statistics(ours: dict[Any, dict], htas: dict[Any, dict]) -> None:
+    """Our rows (ns) against HTA's (µs) of the same keys: total, min, max exactly, mean and
+    standard deviation to float rounding."""
+    assert ours.keys() == htas.keys()
+    for key, row in htas.items():
+        mine = ours[key]
+        assert (mine["total_ns"], mine["min_ns"], mine["max_ns"]) == (
+            row["sum (us)"] * 1000, row["min (us)"] * 1000, row["max (us)"] * 1000
+        ), key  # fmt: skip
+        assert mine["mean_ns"] == pytest.approx(row["mean (us)"] * 1000, rel=1e-12), key
+        assert mine["std_ns"] == pytest.approx(row["stddev"] * 1000, rel=1e-9, abs=1e-6), key
 
 
 @needs_traces

@@ -23,6 +23,7 @@ confirm by loading its events. Rows have no graph label: no edge of theirs is st
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -101,17 +102,25 @@ def summary_ranks(
         c: Instance(label_of.get(c, f"collective {c}"), tuple(sorted(m)), group_of.get(c, ""))
         for c, m in members.items()
     }
-    stand_ins = [
-        stand_in(rank, _of_rank(steps, rank), _of_rank(arrivals, rank), label_of) for rank in ranks
-    ]
+    steps_of, arrivals_of = _by_rank(steps), _by_rank(arrivals)
+    stand_ins = [stand_in(rank, steps_of(rank), arrivals_of(rank), label_of) for rank in ranks]
     return [s for s in stand_ins if s.graphs], instances
 
 
-def _of_rank(table: pa.Table, rank: int) -> dict[str, np.ndarray]:
-    mine = np.asarray(table["rank"].to_numpy(zero_copy_only=False)) == rank
-    return {
-        c: np.asarray(table[c].to_numpy(zero_copy_only=False))[mine] for c in table.column_names
+def _by_rank(table: pa.Table) -> Callable[[int], dict[str, np.ndarray]]:
+    """One rank's columns of `table`, the table sorted by rank once (not scanned per rank)."""
+    rank = np.asarray(table["rank"].to_numpy(zero_copy_only=False))
+    order = np.argsort(rank, kind="stable")
+    ranks = rank[order]
+    columns = {
+        c: np.asarray(table[c].to_numpy(zero_copy_only=False))[order] for c in table.column_names
     }
+
+    def of(r: int) -> dict[str, np.ndarray]:
+        lo, hi = np.searchsorted(ranks, r, "left"), np.searchsorted(ranks, r, "right")
+        return {c: values[lo:hi] for c, values in columns.items()}
+
+    return of
 
 
 def stand_in(
