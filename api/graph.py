@@ -400,6 +400,18 @@ class Graph:
                 top=top,
             )
 
+    def memory_timeline(self, run: str | None = None, *, rank: int | None = None) -> pa.Table:
+        """The caching allocator's series from the run's `[memory]` events (traces profiled
+        with `profile_memory=True`), of every rank or of `rank`: rank, device (`cuda:0`,
+        `cpu`), ts (ns), bytes (+ allocated, - freed), the device's allocated and reserved
+        bytes after it, and op_id (the innermost Op or Runtime holding it; -1: none). A
+        summary rank has none (its events are not loaded); the report's `allocator` table has
+        its figures."""
+        from .queries.report.allocator import memory_timeline
+
+        with self.reading() as store:
+            return memory_timeline(store, run, rank)
+
     def compare(self, other: str, *, run: str | None = None, rows: int = 30) -> RunComparison:
         """Run `run` (the only other run when None) against run `other`: step times matched by
         order, and the `rows` ops and kernels whose time per rank and step changed most."""

@@ -74,6 +74,7 @@ def report_html(report: Report, db: str) -> str:
         _temporal_section(report.tables["temporal"], report.tables["kernel_types"]),
         "<h2>What bound each step (the critical path across ranks)</h2>",
         _critical_section(report),
+        *_allocator_section(report.tables["allocator"]),
     ]
     for name, table in report.tables.items():
         if table.num_rows:
@@ -309,6 +310,48 @@ def _draw_temporal(ax: Axes, bars: list[tuple[int, int, dict[str, int]]]) -> dic
     ax.invert_yaxis()
     ax.set_xlabel("GPU span (ms)")
     ax.figure.legend(loc="outside lower center", ncols=len(labelled), frameon=False)
+    return titles
+
+
+ALLOCATOR_LINES = 12  # lines drawn at most: the ranks and devices of the highest peaks
+
+
+def _allocator_section(allocator: pa.Table) -> list[str]:
+    """Each rank's and device's peak allocated memory per step (the highest peaks' lines)."""
+    if not allocator.num_rows:
+        return []
+    lines: dict[tuple[int, str], list[tuple[int, float, str]]] = {}
+    for r in allocator.to_pylist():
+        point = (r["step"], r["peak_bytes"] / 2**20, r["peak_in"])
+        lines.setdefault((r["rank"], r["device"]), []).append(point)
+    shown = sorted(lines, key=lambda k: -max(mib for _, mib, _ in lines[k]))[:ALLOCATOR_LINES]
+    kept = {k: sorted(lines[k]) for k in sorted(shown)}
+    left_out = len(lines) - len(kept)
+    more = f" ({left_out} more in the table below)" if left_out else ""
+    return [
+        "<h2>Memory allocated at its peak, per rank and step</h2>",
+        _svg((9.0, 3.2), lambda ax: _draw_allocator(ax, kept)),
+        "<p class='note'>The caching allocator's own record ([memory] events): per rank and "
+        f"device, the most allocated in each step; hover a point for where it peaked{more}.</p>",
+    ]
+
+
+def _draw_allocator(
+    ax: Axes, lines: Mapping[tuple[int, str], list[tuple[int, float, str]]]
+) -> dict[str, str]:
+    titles = {}
+    for (rank, device), points in lines.items():
+        steps = [step for step, _, _ in points]
+        drawn = ax.plot(
+            steps, [mib for _, mib, _ in points], marker="o", label=f"rank {rank} {device}"
+        )[0]
+        drawn.set_gid(f"allocator-rank{rank}-{device}")
+        titles[f"allocator-rank{rank}-{device}"] = "; ".join(
+            f"step {step}: {mib:,.1f} MiB in {where or '?'}" for step, mib, where in points
+        )
+    ax.set_xlabel("step (-1: the whole trace)")
+    ax.set_ylabel("peak allocated (MiB)")
+    ax.legend(loc="best", fontsize=7, frameon=False)
     return titles
 
 

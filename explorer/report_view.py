@@ -37,6 +37,9 @@ TITLES = {
     "queues": "launch queue by stream: kernels launched and not yet finished (time-weighted mean)",
     "memory": "memory copies and sets by kind: bytes and bandwidth where the trace records sizes",
     "gpu_annotations": "GPU time by user annotation (record_function ranges on the GPU's timeline)",
+    "allocator": "the caching allocator per device and step ([memory] events): allocated and "
+    "freed, at the start, the end and the peak (when, inside what), reserved, and allocations "
+    "freed within the step",
     "collectives": "collectives: arrival skew, the last rank, the wait it caused, latency, size",
     "collective_ranks": "collectives by rank: how often last, wait caused and suffered, clock",
     "stragglers": "per step: the rank whose late arrivals caused the most wait",
@@ -121,7 +124,7 @@ def write_report(
             if rows.num_rows:  # said only where the traces name two hosts or more
                 _write_nodes(out, rows, width)
             continue
-        if name in ("unmatched", "gpu_annotations") and rows.num_rows == 0:
+        if name in ("unmatched", "gpu_annotations", "allocator") and rows.num_rows == 0:
             continue  # said only where some are
         out.write(f"\n{TITLES[name]}:\n")
         if rows.num_rows == 0:
@@ -200,13 +203,17 @@ def finding_figures(f: Finding) -> str:
 
 
 def _in_us(table: pa.Table) -> pa.Table:
-    """`*_ns` columns as `*_us` floats."""
+    """`*_ns` columns as `*_us` floats, `*_bytes` as `*_MiB` (-1: not recorded, as null)."""
     columns, names = [], []
     for name in table.column_names:
         column = table[name]
         if name.endswith("_ns"):
             column = pc.divide(pc.cast(column, pa.float64()), 1e3)
             name = name[: -len("_ns")] + "_us"
+        elif name.endswith("_bytes"):
+            known = pc.if_else(pc.less(column, 0), pa.scalar(None, column.type), column)
+            column = pc.round(pc.divide(pc.cast(known, pa.float64()), 2**20), 1)
+            name = name[: -len("_bytes")] + "_MiB"
         columns.append(column)
         names.append(name)
     return pa.table(columns, names=names)

@@ -100,7 +100,7 @@ class LoadBatch:
             return
         for label, table in node_tables.items():
             self._hold(table)
-            self.nodes[label].append(table)
+            self.nodes.setdefault(label, []).append(table)
         for label, table in edge_tables.items():
             self._hold(table)
             self.edges.setdefault(label, []).append(table)

@@ -49,29 +49,11 @@ def call_edges(events: pa.Table) -> pa.Table:
     The parent of a range is the nearest earlier range (by start, longer first) on its thread
     that ends no earlier than it does; found for all ranges at once by pointer jumping.
     """
-    cpu = rows_of(
-        events, ("Op", "Runtime"), ["id", "label", "cat", "pid", "tid", "ts", "dur", "ev_idx"]
-    )
+    cpu = rows_of(events, ("Op", "Runtime"), [*_RANGE_COLUMNS, "label"])
     n = cpu.num_rows
     if n < 2:
         return _NO_CALLS
-    pid, tid = _filled(cpu["pid"]), _filled(cpu["tid"])
-    start = cpu["ts"].to_numpy()
-    end = start + _filled(cpu["dur"], 0)
-    priority = _filled(_map_priority(cpu["cat"]), 9)
-    order = np.lexsort((cpu["ev_idx"].to_numpy(), priority, -end, start, tid, pid))
-    pid, tid, end = pid[order], tid[order], end[order]
-    new_thread = np.ones(n, dtype=bool)
-    new_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
-    parent = np.arange(n, dtype=np.int64) - 1
-    parent[new_thread] = -1
-    pending = np.flatnonzero(parent >= 0)
-    while pending.size:
-        candidate = parent[pending]
-        encloses = end[candidate] >= end[pending]
-        unresolved = pending[~encloses]
-        parent[unresolved] = parent[parent[unresolved]]
-        pending = unresolved[parent[unresolved] >= 0]
+    order, parent = _nesting(_thread_keys(cpu), np.ones(n, dtype=bool))
     child = np.flatnonzero(parent >= 0)
     ids = cpu["id"].to_numpy()[order]
     labels = cpu["label"].to_numpy(zero_copy_only=False)[order]
@@ -83,6 +65,69 @@ def call_edges(events: pa.Table) -> pa.Table:
             "to_label": labels[child],
         }
     )
+
+
+def enclosing_ranges(events: pa.Table, points: pa.Table) -> np.ndarray:
+    """For each of `points` (pid, tid, ts, ev_idx: instants of the rank), the id of the
+    innermost CPU range of `events` on its thread that holds its time (start <= ts <= end),
+    -1 where none does. Ranges nest as in `call_edges`; a point comes after every range that
+    starts when it happens."""
+    if points.num_rows == 0:
+        return np.zeros(0, np.int64)
+    cpu = rows_of(events, ("Op", "Runtime"), _RANGE_COLUMNS)
+    instants = points.select(["pid", "tid", "ts", "ev_idx"])
+    keys = [
+        np.concatenate(pair) for pair in zip(_thread_keys(cpu), _point_keys(instants), strict=True)
+    ]
+    is_range = np.arange(len(keys[0])) < cpu.num_rows
+    order, parent = _nesting(keys, is_range)
+    ids = np.concatenate([cpu["id"].to_numpy(), np.full(instants.num_rows, -1, np.int64)])
+    sorted_ids = ids[order]
+    found = np.where(parent >= 0, sorted_ids[np.maximum(parent, 0)], -1)
+    out = np.empty(len(order), np.int64)
+    out[order] = found
+    return out[cpu.num_rows :]
+
+
+_RANGE_COLUMNS = ["id", "cat", "pid", "tid", "ts", "dur", "ev_idx"]
+_POINT_PRIORITY = 99  # after every range of the same bounds
+
+
+def _thread_keys(cpu: pa.Table) -> list[np.ndarray]:
+    """pid, tid, start, end, nesting priority and ev_idx of CPU ranges."""
+    start = cpu["ts"].to_numpy()
+    end = start + _filled(cpu["dur"], 0)
+    priority = _filled(_map_priority(cpu["cat"]), 9)
+    return [_filled(cpu["pid"]), _filled(cpu["tid"]), start, end, priority, _filled(cpu["ev_idx"])]
+
+
+def _point_keys(points: pa.Table) -> list[np.ndarray]:
+    start = _filled(points["ts"])
+    priority = np.full(points.num_rows, _POINT_PRIORITY, np.int64)
+    return [_filled(points["pid"]), _filled(points["tid"]), start, start, priority,
+            _filled(points["ev_idx"])]  # fmt: skip
+
+
+def _nesting(keys: list[np.ndarray], is_range: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' order (thread, start, longer first, priority, ev_idx) and, in that order,
+    each row's parent position: the nearest earlier range on its thread that ends no earlier
+    than it does (-1: none). Only ranges are parents."""
+    pid, tid, start, end, priority, ev_idx = keys
+    order = np.lexsort((ev_idx, priority, -end, start, tid, pid))
+    pid, tid, end, is_range = pid[order], tid[order], end[order], is_range[order]
+    n = len(order)
+    new_thread = np.ones(n, dtype=bool)
+    new_thread[1:] = (pid[1:] != pid[:-1]) | (tid[1:] != tid[:-1])
+    parent = np.arange(n, dtype=np.int64) - 1
+    parent[new_thread] = -1
+    pending = np.flatnonzero(parent >= 0)
+    while pending.size:
+        candidate = parent[pending]
+        encloses = (end[candidate] >= end[pending]) & is_range[candidate]
+        unresolved = pending[~encloses]
+        parent[unresolved] = parent[parent[unresolved]]
+        pending = unresolved[parent[unresolved] >= 0]
+    return order, parent
 
 
 def _map_priority(cats: pa.ChunkedArray) -> pa.Array:

@@ -8,6 +8,7 @@ import pyarrow.compute as pc
 
 from . import schema
 from .memory import move_columns
+from .memory_events import memory_rows
 
 # Runtime calls that block the host or a stream until earlier GPU work is done.
 SYNC_CALLS = frozenset(
@@ -112,7 +113,8 @@ def _repeated(value: pa.Scalar, lengths: list[int]) -> pa.ChunkedArray:
 
 
 def node_tables(events: pa.Table) -> dict[str, pa.Table]:
-    """Op, Runtime and Kernel tables in DDL column order, sorted by (rank, ts)."""
+    """Op, Runtime and Kernel tables in DDL column order, sorted by (rank, ts); MemoryEvent
+    rows in time order."""
     out: dict[str, pa.Table] = {}
     for label in schema.EVENT_LABELS:
         part = label_slice(events, label)
@@ -120,6 +122,7 @@ def node_tables(events: pa.Table) -> dict[str, pa.Table]:
             is_sync = pc.is_in(part["name"], pa.array(sorted(SYNC_CALLS)))
             part = part.append_column("is_sync", is_sync)
         out[label] = schema.conform(part, schema.NODE_BY_LABEL[label])
+    out[schema.MEMORY_EVENT.label] = memory_rows(events)
     return out
 
 

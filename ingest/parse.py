@@ -30,6 +30,8 @@ KERNEL_CATEGORIES = frozenset(
 )
 SYNC_CATEGORY = "cuda_sync"
 FLOW_PHASES = frozenset({"s", "f", "t"})
+MEMORY_EVENT_NAME = "[memory]"
+MEMORY_LABEL = "memory"  # the label of the rows of `[memory]` instants (no graph node label)
 
 LABEL_OF_CATEGORY: dict[str, str] = {
     **{c: "Op" for c in OP_CATEGORIES},
@@ -450,18 +452,26 @@ def _check_span(path: Path, events: pa.Table) -> None:
 
 
 def _event_table(path: Path, raw: list[_RawEvent], first_idx: int, loose: bool) -> pa.Table:
-    """Columns of the complete ('X') and flow events; ev_idx is the position in traceEvents
-    (`raw` starts at position `first_idx`), and the events without a phase. `drop` says why an
-    event is to be left out (no ph, no numeric ts, a bad dur), null for the others."""
-    keep = [i for i, e in enumerate(raw) if e.ph == "X" or e.ph in FLOW_PHASES or e.ph is None]
+    """Columns of the complete ('X'), flow and `[memory]` events, and the events without a
+    phase; ev_idx is the position in traceEvents (`raw` starts at position `first_idx`). `drop`
+    says why an event is to be left out (no ph, no numeric ts, a bad dur), null for the others."""
+    keep = [
+        i
+        for i, e in enumerate(raw)
+        if e.ph == "X" or e.ph in FLOW_PHASES or e.ph is None or _is_memory(e)
+    ]
     evs = [raw[i] for i in keep]
     ev_idx = pc.add(pa.array(keep, pa.int64()), first_idx)
     cats = _str_column([e.cat for e in evs])
     phs = pa.array([e.ph for e in evs], pa.string())
     is_x = pc.fill_null(pc.equal(phs, "X"), False)
-    flow = pc.if_else(pc.is_valid(phs), pa.scalar("flow"), pa.scalar(None, pa.string()))
-    label = pc.if_else(is_x, _map_strings(cats, LABEL_OF_CATEGORY), flow)
-    args_raw = [bytes(e.args) if e.ph == "X" else b"" for e in evs]
+    other = pc.if_else(
+        pc.fill_null(pc.equal(phs, "i"), False),
+        pa.scalar(MEMORY_LABEL),  # only [memory] instants are kept
+        pc.if_else(pc.is_valid(phs), pa.scalar("flow"), pa.scalar(None, pa.string())),
+    )
+    label = pc.if_else(is_x, _map_strings(cats, LABEL_OF_CATEGORY), other)
+    args_raw = [bytes(e.args) if e.ph == "X" or e.ph == "i" else b"" for e in evs]
     args = _decode_args(path, args_raw, ev_idx)
     ts, _ = _ns_column(path, "ts", [bytes(e.ts) for e in evs], ev_idx)
     dur, dur_bad = _ns_column(path, "dur", [bytes(e.dur) for e in evs], ev_idx)
@@ -493,6 +503,12 @@ def _event_table(path: Path, raw: list[_RawEvent], first_idx: int, loose: bool) 
     columns.update(args)
     columns["drop"] = drop
     return pa.table(columns)
+
+
+def _is_memory(event: _RawEvent) -> bool:
+    """A `[memory]` instant: the caching allocator's record of one allocation or free
+    (`profile_memory=True`), read by `ingest.memory_events`."""
+    return event.ph == "i" and event.name == MEMORY_EVENT_NAME
 
 
 def _decode_args(path: Path, args_raw: list[bytes], ev_idx: pa.Array) -> dict[str, pa.Array]:

@@ -35,7 +35,8 @@ def remove_run(store: GraphStore, run: str) -> int:
     """Delete run `run` (it must exist) inside the open write; its run_idx."""
     name, run_idx = resolve_run(store, run)
     lo, hi = schema.key_range(run_idx)
-    for label in schema.EVENT_LABELS:
+    keyed_labels = [*schema.EVENT_LABELS, schema.MEMORY_EVENT.label]
+    for label in (label for label in keyed_labels if store.has_table(label)):
         # validated integers inlined: Kuzu prunes the id scan only for literals
         store.run(
             f"MATCH (n:{label}) WHERE n.id >= {lo} AND n.id < {hi} DETACH DELETE n "

@@ -145,6 +145,27 @@ COLLECTIVE_ARRIVAL = NodeTable(
         ("args", STR),
     ),
 )
+MEMORY_EVENT = NodeTable(
+    # one `[memory]` instant (`profile_memory=True`): the caching allocator after an allocation
+    # (bytes > 0) or a free (bytes < 0) on one device, as the trace records it
+    "MemoryEvent",
+    _cols(
+        ("id", I64),  # its event key (run, rank, ev_idx), as an Op's
+        ("run", STR),
+        ("rank", I64),
+        ("ev_idx", I64),
+        ("ts", I64),
+        ("pid", I64),
+        ("tid", I64),
+        ("device_type", I64),  # c10::DeviceType: 0 CPU, 1 CUDA (ROCm too), 12 XPU, ...
+        ("device_id", I64),  # -1: the host
+        ("bytes", I64),
+        ("total_allocated", I64),  # on the device, after this event
+        ("total_reserved", I64),
+        ("addr", I64),
+        ("op_id", I64),  # the innermost CPU range (Op or Runtime) it happened in; -1: none
+    ),
+)
 EDGE_SET = NodeTable(
     "EdgeSet",
     _cols(
@@ -187,7 +208,9 @@ DEP = RelTable(
     ),
 )
 
-NODE_TABLES = (RUN, RANK, OP, RUNTIME, KERNEL, COLLECTIVE, COLLECTIVE_ARRIVAL, STEP, EDGE_SET)
+NODE_TABLES = (
+    RUN, RANK, OP, RUNTIME, KERNEL, COLLECTIVE, COLLECTIVE_ARRIVAL, STEP, MEMORY_EVENT, EDGE_SET,
+)  # fmt: skip
 REL_TABLES = (CALLS, LAUNCHES, NEXT_ON_STREAM, SYNCS, PART_OF, DEP)
 NODE_BY_LABEL = {t.label: t for t in NODE_TABLES}
 REL_BY_LABEL = {t.label: t for t in REL_TABLES}

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import schema
+from .parse import MEMORY_LABEL
 
 STEP_PREFIX = "ProfilerStep#"
 WHOLE_TRACE = -1
@@ -38,7 +39,10 @@ def step_rows(events: pa.Table, rank: int, run: str, run_idx: int) -> pa.Table:
     )
     kernels = events.select(["label", "ts", "dur"]).filter(pc.equal(events["label"], "Kernel"))
     if steps.num_rows == 0:
-        timed = events.select(["label", "ts", "dur"]).filter(pc.is_valid(events["label"]))
+        # the allocator's instants lie inside the work they serve: not what bounds a trace
+        timed = events.select(["label", "ts", "dur"]).filter(
+            pc.not_equal(events["label"], MEMORY_LABEL)  # null labels drop out too
+        )
         start = pc.min(timed["ts"]).as_py() or 0
         end = pc.max(pc.add(timed["ts"], pc.fill_null(timed["dur"], 0))).as_py() or start
         steps = pa.table(

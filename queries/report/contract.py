@@ -59,6 +59,7 @@ def report_json(report: Report) -> dict[str, Any]:
     idle, kinds, kernels, queues = (_by_rank(t[n]) for n in ("idle", "kernel_types",
                                                               "top_kernels", "queues"))  # fmt: skip
     annotations = _by_rank(t["gpu_annotations"])
+    allocator = _by_rank(t["allocator"])
     ranks = []
     for rank in report.ranks:
         tr = temporal.get(rank, {})
@@ -122,6 +123,13 @@ def report_json(report: Report) -> dict[str, Any]:
                         },
                     }  # fmt: skip
                     for a in annotations.get(rank, [])
+                ],
+                "allocator": [
+                    {
+                        **{k: v for k, v in a.items() if k not in ("rank", "peak_offset_ns")},
+                        "peak_offset_us": _us(a["peak_offset_ns"]),
+                    }
+                    for a in allocator.get(rank, [])
                 ],
             }
         )

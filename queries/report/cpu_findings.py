@@ -375,8 +375,8 @@ def _host_churn(r: RankEvents) -> list[Finding]:
             "memory_churn", r.rank, "Large host buffers made anew inside steps",
             spent // r.steps, len(rows),
             f"{int(made.sum()) / r.steps:,.0f} allocations per step of "
-            f"{sizes.min() / 2**20:,.1f}–{sizes.max() / 2**20:,.1f} MB "
-            f"({sizes.sum() / r.steps / 2**20:,.0f} MB per step); they and the first writes to "
+            f"{sizes.min() / 2**20:,.1f}–{sizes.max() / 2**20:,.1f} MiB "
+            f"({sizes.sum() / r.steps / 2**20:,.0f} MiB per step); they and the first writes to "
             f"them (page faults on fresh memory) took {spent / 1e3:,.0f} µs",
             evidence, _op_listing(evidence),
             "allocate such buffers once and reuse them (or keep a pool), and make them outside "

@@ -5,17 +5,19 @@ rank's figures are the full report's by construction."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest.edgesets.native.frame import FrameSource
+from tracegraph.ingest.memory_events import memory_rows
 
 from . import analyses
 from .activity import exact_activity, hta_activity
 from .allocations import Allocation, factory_calls, large_allocations
+from .allocator import allocator_rows, churn_note
 from .annotations import gpu_annotations
 from .cpu import CpuEvents
 from .cpu_findings import RankEvents, cpu_findings
@@ -27,7 +29,7 @@ from .steps import StepWindow, rows_in, step_figures, windows_of
 # the per-rank tables, each a list of rows (`report.TABLES` has their schemas)
 RANK_TABLES = (
     "steps", "temporal", "overlap", "kernel_types", "top_kernels", "idle", "launches", "queues",
-    "gpu_annotations",
+    "gpu_annotations", "allocator",
 )  # fmt: skip
 
 
@@ -42,12 +44,13 @@ class RankFacts:
 @dataclass(frozen=True)
 class FindingInputs:
     """What the CPU rules read beyond the rank's rows: its dtype-changing casts (ev_idx), its
-    large factory calls, and where to read ops' recorded arguments."""
+    large factory calls, where to read ops' recorded arguments, and its allocator's events."""
 
     run_idx: int
     ops: OpArgs
     casts: Any  # np.ndarray of ev_idx
     factories: list[Allocation]
+    memory: pa.Table | None = None  # its MemoryEvent rows (`[memory]` instants), if any
 
 
 def rank_facts(
@@ -77,6 +80,8 @@ def rank_facts(
     if inputs is None:
         return facts
     rows["queues"] += analyses.queue_lengths(gpu)
+    if inputs.memory is not None:
+        rows["allocator"] += allocator_rows(gpu.rank, inputs.memory, windows, source.rows)
     events = source.rows if step is None else _during(source.rows, windows[0])
     figures = (rows["temporal"][-1], rows["overlap"][-1])
     ids = Ids(inputs.run_idx, gpu.rank)
@@ -84,7 +89,11 @@ def rank_facts(
     facts.findings += rank_findings(gpu, whole, cpu, figures, len(windows), inputs.run_idx)
     made = large_allocations(inputs.ops, gpu.rank, cpu, inputs.factories)
     rank_events = RankEvents(gpu.rank, cpu, whole, windows, ids, inputs.casts, made)
-    facts.findings += cpu_findings(rank_events)
+    note = churn_note(rows["allocator"])
+    facts.findings += [
+        replace(f, detail=f"{f.detail}; {note}") if f.kind == "memory_churn" and note else f
+        for f in cpu_findings(rank_events)
+    ]
     return facts
 
 
@@ -101,6 +110,10 @@ def summarise(
     events (for ops' recorded arguments) and Step rows."""
     ops = EventOpArgs(events)
     inputs = FindingInputs(
-        run_idx, ops, dtype_casts(ops, [rank])[rank], factory_calls(ops, [rank])[rank]
+        run_idx,
+        ops,
+        dtype_casts(ops, [rank])[rank],
+        factory_calls(ops, [rank])[rank],
+        memory_rows(events),
     )
     return rank_facts(FrameSource(rank, rows), windows_of(steps).get(rank, []), None, top, inputs)

@@ -34,6 +34,7 @@ from tracegraph.ingest.store import GraphStore
 
 from . import collectives
 from .allocations import factory_calls
+from .allocator import stored_events
 from .contract import report_json
 from .dtypes import dtype_casts
 from .findings import Finding
@@ -149,7 +150,8 @@ def build_report(
         rank = frame_source.rank
         inputs = None
         if not hta_compatible:
-            inputs = FindingInputs(source.run_idx, ops, casts[rank], factories[rank])
+            memory = stored_events(store, source.run_idx, rank)
+            inputs = FindingInputs(source.run_idx, ops, casts[rank], factories[rank], memory)
         facts = rank_facts(frame_source, windows.get(rank, []), step, top, inputs)
         for name, more in facts.rows.items():
             rows[name] += more

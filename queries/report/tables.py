@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from .allocator import SCHEMA as ALLOCATOR_SCHEMA
 from .annotations import SCHEMA as ANNOTATIONS_SCHEMA
 from .collectives import SCHEMAS as COLLECTIVE_SCHEMAS
 from .memory import SCHEMA as MEMORY_SCHEMA
@@ -46,6 +47,7 @@ TABLES = {
     ),
     "memory": MEMORY_SCHEMA,
     "gpu_annotations": ANNOTATIONS_SCHEMA,
+    "allocator": ALLOCATOR_SCHEMA,
     **COLLECTIVE_SCHEMAS,
     "unmatched": UNMATCHED_SCHEMA,
 }  # fmt: skip

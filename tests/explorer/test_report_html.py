@@ -214,3 +214,19 @@ def test_the_ranks_by_steps_maps_show_the_slow_gpu_and_the_late_host(tmp_path: P
     small.ingest(*write_per_rank(replace(job, ranks=4, late_rank=None, slow_kernel_rank=None),
                                  tmp_path / "t4"))  # fmt: skip
     assert heat_values(small.report()) is None
+
+
+def test_the_allocator_chart_draws_each_ranks_peak_per_step(tmp_path: Path) -> None:
+    files = sorted((TRACES / "cpu_ddp_2r_memory").glob("rank*.json.gz"))
+    if len(files) != 2:
+        pytest.skip(f"real traces not at {TRACES}")
+    db = tmp_path / "r.kuzu"
+    g = tracegraph.open(db)
+    g.ingest(*files, run="memory")
+    rows = g.report("memory").tables["allocator"].to_pylist()
+    drawn = charts(render(db, tmp_path / "report.html"))["allocator"]
+    assert sorted(drawn.titles) == ["allocator-rank0-cpu", "allocator-rank1-cpu"]
+    for row in rows:
+        point = f"step {row['step']}: {row['peak_bytes'] / 2**20:,.1f} MiB in {row['peak_in']}"
+        assert point in drawn.titles[f"allocator-rank{row['rank']}-{row['device']}"]
+    assert {"rank 0 cpu", "rank 1 cpu"} <= drawn.texts
