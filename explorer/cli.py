@@ -23,8 +23,8 @@ from . import options
 # TABLES, which a test holds this to) and the kernels and ops
 REPORT_TABLES = (
     "findings", "spread", "nodes", "steps", "temporal", "overlap", "kernel_types", "top_kernels",
-    "idle", "launches", "queues", "memory", "gpu_annotations", "allocator", "collectives",
-    "collective_ranks",
+    "idle", "launches", "queues", "memory", "gpu_annotations", "allocator", "op_categories",
+    "op_shapes", "collectives", "collective_ranks",
     "stragglers", "unmatched", "kernels", "ops",
 )  # fmt: skip
 

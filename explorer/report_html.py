@@ -322,8 +322,12 @@ def _allocator_section(allocator: pa.Table) -> list[str]:
         return []
     lines: dict[tuple[int, str], list[tuple[int, float, str]]] = {}
     for r in allocator.to_pylist():
+        if r["peak_bytes"] < 0:  # not recorded
+            continue
         point = (r["step"], r["peak_bytes"] / 2**20, r["peak_in"])
         lines.setdefault((r["rank"], r["device"]), []).append(point)
+    if not lines:
+        return []
     shown = sorted(lines, key=lambda k: -max(mib for _, mib, _ in lines[k]))[:ALLOCATOR_LINES]
     kept = {k: sorted(lines[k]) for k in sorted(shown)}
     left_out = len(lines) - len(kept)

@@ -37,6 +37,9 @@ TITLES = {
     "queues": "launch queue by stream: kernels launched and not yet finished (time-weighted mean)",
     "memory": "memory copies and sets by kind: bytes and bandwidth where the trace records sizes",
     "gpu_annotations": "GPU time by user annotation (record_function ranges on the GPU's timeline)",
+    "op_categories": "GPU time by operator category (each kernel credited to the innermost "
+    "operator holding its launch; busy time)",
+    "op_shapes": "GPU time by operator and recorded shapes (record_shapes): the heaviest per rank",
     "allocator": "the caching allocator per device and step ([memory] events): allocated and "
     "freed, at the start, the end and the peak (when, inside what), reserved, and allocations "
     "freed within the step",
@@ -47,6 +50,9 @@ TITLES = {
     "step of each rank's part, the wait of those who entered",
 }
 
+
+# columns the text leaves to --format json/csv (lists, and what makes a row too wide to read)
+TEXT_HIDES = ("names", "waits_ns", "input_strides", "concrete_inputs", "gpu_min_ns", "gpu_max_ns")
 
 EMPTY = {
     "spread": "no ProfilerStep annotations (HTA-compatible: not computed)",
@@ -124,7 +130,10 @@ def write_report(
             if rows.num_rows:  # said only where the traces name two hosts or more
                 _write_nodes(out, rows, width)
             continue
-        if name in ("unmatched", "gpu_annotations", "allocator") and rows.num_rows == 0:
+        if (
+            name in ("unmatched", "gpu_annotations", "allocator", "op_shapes")
+            and rows.num_rows == 0
+        ):
             continue  # said only where some are
         out.write(f"\n{TITLES[name]}:\n")
         if rows.num_rows == 0:
@@ -137,7 +146,7 @@ def write_report(
                 f"findings' and stragglers' and a typical one; every rank: --format csv --table "
                 f"{name})\n"
             )
-        hidden = [c for c in rows.column_names if c in ("names", "waits_ns")]
+        hidden = [c for c in rows.column_names if c in TEXT_HIDES]
         shown = _in_us(rows.drop_columns(hidden))
         text = output.render(shown, max_width=width)
         out.write("".join(f"  {line}\n" for line in text.splitlines()))

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from . import schema
 from .archive import rank_file, run_archive, write_rank
 from .batch import LoadBatch
 from .errors import IngestError, TraceFormatError
@@ -96,7 +97,7 @@ def load_full_ranks(
                 )
                 written.append(kept.folder / rank_file(prepared.rank))
                 batch.add(prepared.node_tables, prepared.edge_tables)
-                events += sum(t.num_rows for t in prepared.node_tables.values())
+                events += sum(prepared.node_tables[label].num_rows for label in schema.EVENT_LABELS)
                 for label, n in prepared.edge_rows().items():
                     edges[label] = edges.get(label, 0) + n
                 batch.flush(last=True)  # its events in place for its PART_OF; no pause

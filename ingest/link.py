@@ -75,18 +75,27 @@ def enclosing_ranges(events: pa.Table, points: pa.Table) -> np.ndarray:
     if points.num_rows == 0:
         return np.zeros(0, np.int64)
     cpu = rows_of(events, ("Op", "Runtime"), _RANGE_COLUMNS)
+    at = innermost_holding(cpu, points)
+    return np.where(at >= 0, cpu["id"].to_numpy()[np.maximum(at, 0)] if cpu.num_rows else -1, -1)
+
+
+def innermost_holding(ranges: pa.Table, points: pa.Table) -> np.ndarray:
+    """For each of `points` (pid, tid, ts, ev_idx), the position in `ranges` (cat, pid, tid,
+    ts, dur, ev_idx: CPU ranges of one rank) of the innermost one on its thread that holds
+    its time (start <= ts <= end), -1 where none does; nesting as in `call_edges`."""
+    if points.num_rows == 0:
+        return np.zeros(0, np.int64)
     instants = points.select(["pid", "tid", "ts", "ev_idx"])
     keys = [
-        np.concatenate(pair) for pair in zip(_thread_keys(cpu), _point_keys(instants), strict=True)
+        np.concatenate(pair)
+        for pair in zip(_thread_keys(ranges), _point_keys(instants), strict=True)
     ]
-    is_range = np.arange(len(keys[0])) < cpu.num_rows
+    is_range = np.arange(len(keys[0])) < ranges.num_rows
     order, parent = _nesting(keys, is_range)
-    ids = np.concatenate([cpu["id"].to_numpy(), np.full(instants.num_rows, -1, np.int64)])
-    sorted_ids = ids[order]
-    found = np.where(parent >= 0, sorted_ids[np.maximum(parent, 0)], -1)
+    found = np.where(parent >= 0, order[np.maximum(parent, 0)], -1)  # positions in `keys`
     out = np.empty(len(order), np.int64)
     out[order] = found
-    return out[cpu.num_rows :]
+    return out[ranges.num_rows :]
 
 
 _RANGE_COLUMNS = ["id", "cat", "pid", "tid", "ts", "dur", "ev_idx"]
@@ -142,7 +151,7 @@ def launch_edges(events: pa.Table) -> pa.Table:
     (ac2g / async) that ends on the activity."""
     runtime = rows_of(events, ("Runtime",), ["id", "cat", "correlation", "ts", "pid", "tid"])
     gpu = rows_of(events, ("Kernel",), ["id", "correlation", "ts", "pid", "tid"])
-    launcher = _one_call_per_correlation(runtime)
+    launcher = one_call_per_correlation(runtime)
     corr = launcher["correlation"].to_numpy()
     gpu_corr = pc.fill_null(gpu["correlation"], 0).to_numpy().astype(np.int64, copy=False)
     valid = pc.is_valid(gpu["correlation"]).to_numpy(zero_copy_only=False)
@@ -160,7 +169,7 @@ def launch_edges(events: pa.Table) -> pa.Table:
     return pa.concat_tables([by_corr, by_flow])
 
 
-def _one_call_per_correlation(runtime: pa.Table) -> pa.Table:
+def one_call_per_correlation(runtime: pa.Table) -> pa.Table:
     """correlation → the runtime call that owns it (cuda_runtime before cuda_driver, then first)."""
     rt = runtime.filter(pc.is_valid(runtime["correlation"]))
     if rt.num_rows == 0:

@@ -14,21 +14,36 @@ from . import schema
 from .link import enclosing_ranges
 from .parse import MEMORY_LABEL
 
-Num = int | float | str | None
-
 
 class _MemoryArgs(msgspec.Struct):
-    total_reserved: Num = msgspec.field(default=None, name="Total Reserved")
-    total_allocated: Num = msgspec.field(default=None, name="Total Allocated")
-    bytes: Num = msgspec.field(default=None, name="Bytes")
-    device_id: Num = msgspec.field(default=None, name="Device Id")
-    device_type: Num = msgspec.field(default=None, name="Device Type")
-    addr: Num = msgspec.field(default=None, name="Addr")
+    """The allocator's fields as Kineto writes them: integers."""
+
+    total_reserved: int | None = msgspec.field(default=None, name="Total Reserved")
+    total_allocated: int | None = msgspec.field(default=None, name="Total Allocated")
+    bytes: int | None = msgspec.field(default=None, name="Bytes")
+    device_id: int | None = msgspec.field(default=None, name="Device Id")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+    addr: int | None = msgspec.field(default=None, name="Addr")
+
+
+class _LooseMemoryArgs(msgspec.Struct):
+    """The same, whatever their types (a trace that writes floats or strings): slower."""
+
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")
+    bytes: Any = msgspec.field(default=None, name="Bytes")
+    device_id: Any = msgspec.field(default=None, name="Device Id")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
+    addr: Any = msgspec.field(default=None, name="Addr")
 
 
 _FIELDS = ("device_type", "device_id", "bytes", "total_allocated", "total_reserved", "addr")
-_DECODER = msgspec.json.Decoder(list[_MemoryArgs | None])
+_DECODERS = (
+    msgspec.json.Decoder(list[_MemoryArgs | None]),
+    msgspec.json.Decoder(list[_LooseMemoryArgs | None]),
+)
 INT64_MAX = (1 << 63) - 1
+CHUNK = 1 << 16  # events decoded at a time: their structs never all exist at once
 
 
 def memory_rows(events: pa.Table) -> pa.Table:
@@ -47,21 +62,45 @@ def memory_rows(events: pa.Table) -> pa.Table:
 
 def _arg_columns(args: pa.ChunkedArray) -> dict[str, pa.Array]:
     """The allocator's fields from each instant's args text; null where absent or not a whole
-    number (a trace that writes floats keeps their integral ones)."""
-    texts = pc.fill_null(args, "null").to_pylist()
-    try:
-        decoded = _DECODER.decode(b"[" + ",".join(texts).encode() + b"]")
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        decoded = [_one(text) for text in texts]
+    number in range."""
+    parts: dict[str, list[pa.Array]] = {name: [] for name in _FIELDS}
+    texts = pc.fill_null(args, "null")
+    for start in range(0, len(texts), CHUNK):
+        chunk = texts.slice(start, CHUNK).to_pylist()
+        blob = ("[" + ",".join(chunk) + "]").encode()
+        try:
+            decoded: list[Any] = _DECODERS[0].decode(blob)
+            convert = None
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            decoded, convert = _loose(blob, chunk), _as_int
+        for name in _FIELDS:
+            values = [getattr(d, name) if d is not None else None for d in decoded]
+            if convert is not None:
+                values = [convert(v) for v in values]
+            parts[name].append(_in_range(values))
     return {
-        name: pa.array([_as_int(getattr(d, name, None)) for d in decoded], pa.int64())
-        for name in _FIELDS
+        name: pa.concat_arrays(chunks) if chunks else pa.array([], pa.int64())
+        for name, chunks in parts.items()
     }
 
 
-def _one(text: str) -> _MemoryArgs | None:
+def _in_range(values: list[Any]) -> pa.Array:
     try:
-        return msgspec.json.decode(text.encode(), type=_MemoryArgs)
+        return pa.array(values, pa.int64())
+    except (OverflowError, pa.ArrowException):  # an integer beyond INT64: unknown
+        return pa.array([_as_int(v) for v in values], pa.int64())
+
+
+def _loose(blob: bytes, texts: list[str]) -> list[Any]:
+    try:
+        return _DECODERS[1].decode(blob)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return [_one(text) for text in texts]
+
+
+def _one(text: str) -> _LooseMemoryArgs | None:
+    try:
+        return msgspec.json.decode(text.encode(), type=_LooseMemoryArgs | None)
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
 

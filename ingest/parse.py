@@ -403,9 +403,10 @@ def _parse_json(
                 metadata.setdefault(pid, {}).setdefault(rank, ev_idx)
     del raw_events, data
     events_table = pa.concat_tables(chunks)
-    if events_table.num_rows == 0:
+    memory, memory_kept = memory_counts(events_table)
+    if events_table.num_rows == memory:
         raise TraceFormatError(path, "trace has no complete ('X') events")
-    if events_table["drop"].null_count == 0:
+    if events_table["drop"].null_count == memory_kept:
         dropped = _dropped(events_table)
         raise TraceFormatError(path, f"trace has no complete ('X') events to keep ({dropped})")
     _check_span(path, events_table)
@@ -413,6 +414,14 @@ def _parse_json(
     handover = [events_table]
     del events_table
     return _split_by_rank(path, handover, metadata, shell, options)
+
+
+def memory_counts(events: pa.Table) -> tuple[int, int]:
+    """How many rows are `[memory]` instants, and how many of them are kept (not no-ts): they
+    make no trace of their own."""
+    memory = pc.equal(events["label"], MEMORY_LABEL)
+    kept = pc.and_(memory, pc.is_null(events["drop"]))
+    return int(pc.sum(memory).as_py() or 0), int(pc.sum(kept).as_py() or 0)
 
 
 def _first_line(exc: BaseException) -> str:

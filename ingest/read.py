@@ -78,7 +78,8 @@ class _Seen:
     """What the whole file says, gathered block by block while the events are set aside."""
 
     events: int = 0  # entries of traceEvents
-    rows: int = 0  # complete and flow events kept as rows
+    rows: int = 0  # complete and flow events kept as rows (not `[memory]` instants)
+    kept: int = 0  # of those, the ones not dropped
     dropped: dict[str, int] = field(default_factory=dict)  # rows to leave out, by reason
     first_ts: int | None = None
     last_end: int | None = None
@@ -87,7 +88,9 @@ class _Seen:
     pids_needing_rank: dict[int | None, None] = field(default_factory=dict)  # first seen first
 
     def add(self, table: pa.Table) -> None:
-        self.rows += table.num_rows
+        memory, memory_kept = parse.memory_counts(table)
+        self.rows += table.num_rows - memory
+        self.kept += table["drop"].null_count - memory_kept
         for reason, n in _counts(table["drop"].drop_null()).items():
             self.dropped[reason] = self.dropped.get(reason, 0) + n
         ts = table["ts"]
@@ -145,7 +148,7 @@ def _set_aside(path: Path, blocks: Iterable[bytes], spill: Spill) -> tuple[_Seen
         raise TraceFormatError(path, "trace has no events")
     if not seen.rows:
         raise TraceFormatError(path, "trace has no complete ('X') events")
-    if sum(seen.dropped.values()) == seen.rows:
+    if not seen.kept:
         dropped = ", ".join(f"{n:,} with {parse.DROP_REASONS[r]}" for r, n in seen.dropped.items())
         raise TraceFormatError(path, f"trace has no complete ('X') events to keep ({dropped})")
     if seen.first_ts is not None and seen.last_end is not None:

@@ -157,7 +157,7 @@ MEMORY_EVENT = NodeTable(
         ("ts", I64),
         ("pid", I64),
         ("tid", I64),
-        ("device_type", I64),  # c10::DeviceType: 0 CPU, 1 CUDA (ROCm too), 12 XPU, ...
+        ("device_type", I64),  # c10::DeviceType: 0 CPU, 1 CUDA, 6 HIP (ROCm), 12 XPU, ...
         ("device_id", I64),  # -1: the host
         ("bytes", I64),
         ("total_allocated", I64),  # on the device, after this event

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest.edgesets.native.frame import Frame, FrameSource, Strings, rank_frame
-from tracegraph.ingest.link import _one_call_per_correlation
+from tracegraph.ingest.link import one_call_per_correlation
 
 NO_LAUNCH = np.iinfo(np.int64).min
 TYPES = ("COMPUTATION", "COMMUNICATION", "MEMORY", "OTHER")
@@ -111,7 +111,7 @@ def exact_activity(source: FrameSource) -> GpuActivity:
     lane = np.unique(device * (1 << 32) + (stream & 0xFFFFFFFF), return_inverse=True)[1]
     name = Strings.of(gpu_rows["name"])
     calls = rows.filter(pc.equal(label, "Runtime")).select(["ev_idx", "cat", "correlation", "ts"])
-    owner = _one_call_per_correlation(calls.rename_columns(["id", "cat", "correlation", "ts"]))
+    owner = one_call_per_correlation(calls.rename_columns(["id", "cat", "correlation", "ts"]))
     launch_ts, call_dur = _launch_of(gpu_rows, rows, owner)
     has = launch_ts != NO_LAUNCH
     launches = pa.table(

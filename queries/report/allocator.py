@@ -27,7 +27,9 @@ from .analyses import Row
 from .steps import StepWindow
 
 WHOLE_TRACE = -1
-# c10::DeviceType values a trace writes (ROCm builds write CUDA's)
+STEP_PREFIX = "ProfilerStep#"
+NO_ADDR = -1  # `Addr` not recorded
+# c10::DeviceType values a trace writes (ROCm builds write HIP's, 6, or CUDA's)
 DEVICE_TYPES = {0: "cpu", 1: "cuda", 6: "hip", 12: "xpu", 13: "mps", 20: "privateuse1"}
 # the enclosing ranges named in `peak_in`: annotations and operators, not python frames
 NAMED_CATEGORIES = ("user_annotation", "cpu_op", "Operator", "cuda_runtime", "Runtime")
@@ -69,7 +71,7 @@ class _Events:
             ints("bytes", 0)[order],
             ints("total_allocated", -1)[order],
             ints("total_reserved", -1)[order],
-            ints("addr", -1)[order],
+            ints("addr", NO_ADDR)[order],
         )
 
 
@@ -154,16 +156,19 @@ def allocator_rows(
     freed_at = _freed_at(ev)
     ranges = _Ranges.of(cpu_rows)
     spans = [(w.step, w.ts, w.end) for w in windows]
-    if not spans:
-        spans = [(WHOLE_TRACE, int(ev.ts[0]), int(ev.ts[-1]) + 1)]
+    if not spans:  # the whole trace, from the rank's first event
+        first = min(int(ev.ts[0]), int(pc.min(cpu_rows["ts"]).as_py() or ev.ts[0]))
+        spans = [(WHOLE_TRACE, first, int(ev.ts[-1]) + 1)]
     rows = []
     for device in np.unique(ev.device).tolist():
         on_device = ev.device == device
         kind, index = device >> 32, (device & 0xFFFFFFFF) - 1
         for step, start, end in spans:
             sel = np.flatnonzero(on_device & (ev.ts >= start) & (ev.ts < end))
+            earlier = np.flatnonzero(on_device & (ev.ts < start))
             if sel.size:
-                row = _window_row(ev, sel, start, end, freed_at)
+                before = int(earlier[-1]) if earlier.size else -1
+                row = _window_row(ev, sel, before, start, end, freed_at)
                 at = row.pop("_peak_at")
                 row["peak_in"] = "" if at < 0 else ranges.holding(ev, at)
                 rows.append({"rank": rank, "device": device_name(kind, index), "step": step, **row})
@@ -180,7 +185,8 @@ def churn_note(rows: Sequence[Row]) -> str:
         short = sum(r["short_lived"] for r in mine) / steps
         short_mib = sum(r["short_lived_bytes"] for r in mine) / steps / 2**20
         top = max(mine, key=lambda r: r["peak_bytes"])
-        where = " > ".join(top["peak_in"].split(" > ")[1:]) or top["peak_in"]  # not the step
+        parts = top["peak_in"].split(" > ")
+        where = " > ".join(parts[1:] if parts[0].startswith(STEP_PREFIX) else parts)
         note = (
             f"on {device}, {short:,.0f} allocations a step freed within it ({short_mib:,.1f} MiB), "
             f"peak {top['peak_bytes'] / 2**20:,.1f} MiB allocated"
@@ -195,13 +201,16 @@ def churn_note(rows: Sequence[Row]) -> str:
 
 
 def _window_row(
-    ev: _Events, sel: np.ndarray, start: int, end: int, freed_at: np.ndarray
+    ev: _Events, sel: np.ndarray, before: int, start: int, end: int, freed_at: np.ndarray
 ) -> dict[str, int]:
+    """The figures of one device's events `sel` in a window; `before` is its last event before
+    the window (-1: none), which tells what the window starts with where its own first event
+    does not."""
     size = ev.bytes[sel]
     made, gone = size > 0, size < 0
     known = ev.allocated[sel] >= 0
     first, last = sel[0], sel[-1]
-    at_start = int(ev.allocated[first] - ev.bytes[first]) if known[0] else -1
+    at_start, reserved_at_start = _at_start(ev, first, before)
     peak_at, peak = -1, at_start  # the step's start holds the peak until an event tops it
     if known.any():
         top = sel[known][int(np.argmax(ev.allocated[sel][known]))]
@@ -219,7 +228,7 @@ def _window_row(
         "end_bytes": int(ev.allocated[last]),
         "peak_bytes": peak,
         "peak_offset_ns": int(ev.ts[peak_at]) - start if peak_at >= 0 else 0,
-        "reserved_at_peak_bytes": int(ev.reserved[peak_at]) if peak_at >= 0 else -1,
+        "reserved_at_peak_bytes": int(ev.reserved[peak_at]) if peak_at >= 0 else reserved_at_start,
         "max_reserved_bytes": int(reserved.max()) if (reserved >= 0).any() else -1,
         "short_lived": int(short.sum()),
         "short_lived_bytes": int(size[short].sum()),
@@ -227,11 +236,23 @@ def _window_row(
     }
 
 
+def _at_start(ev: _Events, first: int, before: int) -> tuple[int, int]:
+    """Allocated and reserved bytes as a window starts (-1: not known): what its first event
+    says it found (allocated less its bytes), else what the device's last event before it
+    left; reserved only from that event."""
+    allocated = int(ev.allocated[first] - ev.bytes[first]) if ev.allocated[first] >= 0 else -1
+    if allocated < 0 and before >= 0:
+        allocated = int(ev.allocated[before])
+    reserved = int(ev.reserved[before]) if before >= 0 else -1
+    return allocated, reserved
+
+
 def _freed_at(ev: _Events) -> np.ndarray:
     """For each allocation, the time of the free that next follows it at its address on its
     device (-1: never freed in the trace, or not an allocation)."""
     out = np.full(len(ev.ts), -1, np.int64)
     order = np.lexsort((np.arange(len(ev.ts)), ev.addr, ev.device))  # time order within
+    order = order[ev.addr[order] != NO_ADDR]  # an event without its address pairs with none
     same = (ev.device[order][1:] == ev.device[order][:-1]) & (
         ev.addr[order][1:] == ev.addr[order][:-1]
     )

@@ -60,6 +60,7 @@ def report_json(report: Report) -> dict[str, Any]:
                                                               "top_kernels", "queues"))  # fmt: skip
     annotations = _by_rank(t["gpu_annotations"])
     allocator = _by_rank(t["allocator"])
+    categories, shapes = _by_rank(t["op_categories"]), _by_rank(t["op_shapes"])
     ranks = []
     for rank in report.ranks:
         tr = temporal.get(rank, {})
@@ -131,6 +132,14 @@ def report_json(report: Report) -> dict[str, Any]:
                     }
                     for a in allocator.get(rank, [])
                 ],
+                "op_categories": [
+                    {
+                        **{k: c[k] for k in ("category", "launchers", "kernels", "pct")},
+                        "gpu_us": _us(c["gpu_ns"]),
+                    }
+                    for c in categories.get(rank, [])
+                ],  # fmt: skip
+                "op_shapes": [_shape(o) for o in shapes.get(rank, [])],
             }
         )
     stragglers = {s["step"]: s for s in t["stragglers"]}
@@ -219,4 +228,15 @@ def _listed(ranges: str) -> list[int]:
     for part in ranges.split(", "):
         lo, _, hi = part.partition("–")
         out.extend(range(int(lo), int(hi or lo) + 1))
+    return out
+
+
+def _shape(row: dict[str, Any]) -> dict[str, Any]:
+    """An op x shape row: its recorded arguments as JSON values (null where not recorded)."""
+    out: dict[str, Any] = {"name": row["name"], "category": row["category"]}
+    for key in ("input_dims", "input_types", "input_strides", "concrete_inputs"):
+        out[key] = json.loads(row[key]) if row[key] else None
+    out |= {"count": row["count"], "kernels": row["kernels"]}
+    for key in ("gpu_total_ns", "gpu_mean_ns", "gpu_min_ns", "gpu_max_ns", "cpu_total_ns"):
+        out[key.replace("_ns", "_us")] = _us(row[key])
     return out

@@ -23,13 +23,14 @@ from .cpu import CpuEvents
 from .cpu_findings import RankEvents, cpu_findings
 from .dtypes import dtype_casts
 from .findings import Finding, Ids, rank_findings
+from .launchers import launcher_rows
 from .op_args import EventOpArgs, OpArgs
 from .steps import StepWindow, rows_in, step_figures, windows_of
 
 # the per-rank tables, each a list of rows (`report.TABLES` has their schemas)
 RANK_TABLES = (
     "steps", "temporal", "overlap", "kernel_types", "top_kernels", "idle", "launches", "queues",
-    "gpu_annotations", "allocator",
+    "gpu_annotations", "allocator", "op_categories", "op_shapes",
 )  # fmt: skip
 
 
@@ -82,6 +83,9 @@ def rank_facts(
     rows["queues"] += analyses.queue_lengths(gpu)
     if inputs.memory is not None:
         rows["allocator"] += allocator_rows(gpu.rank, inputs.memory, windows, source.rows)
+    categories, shapes = launcher_rows(gpu.rank, source.rows, window, inputs.ops, top)
+    rows["op_categories"] += categories
+    rows["op_shapes"] += shapes
     events = source.rows if step is None else _during(source.rows, windows[0])
     figures = (rows["temporal"][-1], rows["overlap"][-1])
     ids = Ids(inputs.run_idx, gpu.rank)

@@ -7,6 +7,7 @@ import pyarrow as pa
 from .allocator import SCHEMA as ALLOCATOR_SCHEMA
 from .annotations import SCHEMA as ANNOTATIONS_SCHEMA
 from .collectives import SCHEMAS as COLLECTIVE_SCHEMAS
+from .launchers import CATEGORY_SCHEMA, SHAPE_SCHEMA
 from .memory import SCHEMA as MEMORY_SCHEMA
 from .nodes import SCHEMA as NODES_SCHEMA
 from .spread import SCHEMA as SPREAD_SCHEMA
@@ -48,6 +49,8 @@ TABLES = {
     "memory": MEMORY_SCHEMA,
     "gpu_annotations": ANNOTATIONS_SCHEMA,
     "allocator": ALLOCATOR_SCHEMA,
+    "op_categories": CATEGORY_SCHEMA,
+    "op_shapes": SHAPE_SCHEMA,
     **COLLECTIVE_SCHEMAS,
     "unmatched": UNMATCHED_SCHEMA,
 }  # fmt: skip

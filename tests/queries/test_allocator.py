@@ -67,8 +67,12 @@ def json_allocator(path: Path) -> list[dict[str, Any]]:
         (n, ts, steps[k + 1][0] if k + 1 < len(steps) else ts + dur)
         for k, (ts, dur, n) in enumerate(steps)
     ]
-    if not windows:
-        windows = [(-1, memory[0][0], memory[-1][0] + 1)]
+    if not windows:  # the whole trace, from the rank's first event
+        first = min(
+            _ns(e["ts"]) for e in events if e.get("ph") == "X" and "dur" in e
+            and e.get("cat") not in (None, "Trace")
+        )  # fmt: skip
+        windows = [(-1, min(first, memory[0][0]), memory[-1][0] + 1)]
     ranges = [
         (e.get("pid"), e.get("tid"), _ns(e["ts"]), _ns(e["ts"]) + _ns(e.get("dur", 0)), e["name"])
         for e in events
@@ -127,7 +131,9 @@ def json_allocator(path: Path) -> list[dict[str, Any]]:
                     "peak_offset_ns": memory[peak_k][0] - start if peak_k is not None else 0,
                     "peak_in": holding,
                     "reserved_at_peak_bytes": (
-                        memory[peak_k][2]["args"]["Total Reserved"] if peak_k is not None else -1
+                        memory[peak_k][2]["args"]["Total Reserved"]
+                        if peak_k is not None
+                        else _reserved_before(memory, device, start)
                     ),
                     "max_reserved_bytes": max(a["Total Reserved"] for a in args),
                     "short_lived": len(short),
@@ -135,6 +141,16 @@ def json_allocator(path: Path) -> list[dict[str, Any]]:
                 }
             )
     return rows
+
+
+def _reserved_before(memory: list, device: tuple, start: int) -> int:
+    """The device's reserved bytes after its last event before `start` (-1: none)."""
+    found = -1
+    for ts, _, e in memory:
+        a = e["args"]
+        if ts < start and (a["Device Type"], a["Device Id"]) == device:
+            found = a["Total Reserved"]
+    return found
 
 
 def _rank_of(path: Path) -> int:
@@ -275,3 +291,58 @@ def test_the_memory_timeline_is_the_raw_jsons_series(tmp_path: Path) -> None:
     assert [(r["device"], r["ts"], r["bytes"], r["allocated"], r["reserved"]) for r in got] == want
     assert {r["device"] for r in got} == {"cpu", "cuda:0"}
     assert tracegraph.open(db).memory_timeline(rank=5).num_rows == 0
+
+
+def test_what_the_trace_leaves_out_is_not_made_up() -> None:
+    """Events without an address pair with none; a window whose first event lacks the totals
+    starts from the device's last known state; a step that only frees peaks at its start, with
+    the memory reserved then."""
+    import pyarrow as pa
+
+    from tracegraph.queries.report.allocator import COLUMNS, allocator_rows
+    from tracegraph.queries.report.steps import StepWindow
+
+    n = None
+    events = [  # ts, bytes, total_allocated, total_reserved, addr
+        (10, 100, 1100, 4096, n),
+        (20, 200, n, n, n),
+        (30, -100, 1200, 4096, n),
+        (40, 50, 1250, 4096, 7),
+        (50, -50, 1200, 4096, 7),
+        (110, -1000, 200, 8192, 9),
+    ]
+    memory = pa.table(
+        {
+            "ts": [e[0] for e in events], "ev_idx": list(range(len(events))),
+            "pid": [1] * 6, "tid": [1] * 6, "device_type": [1] * 6, "device_id": [0] * 6,
+            "bytes": [e[1] for e in events], "total_allocated": [e[2] for e in events],
+            "total_reserved": [e[3] for e in events], "addr": [e[4] for e in events],
+            "op_id": [-1] * 6,
+        },
+        schema=pa.schema([(c, pa.int64()) for c in COLUMNS]),
+    )  # fmt: skip
+    cpu = pa.table({c: pa.array([], t) for c, t in (("cat", pa.string()), ("name", pa.string()),
+                   ("pid", pa.int64()), ("tid", pa.int64()), ("ts", pa.int64()),
+                   ("dur", pa.int64()))})  # fmt: skip
+    windows = [StepWindow(0, 1, "ProfilerStep#1", 20, 80, 100),
+               StepWindow(0, 2, "ProfilerStep#2", 100, 100, 200)]  # fmt: skip
+    one, two = allocator_rows(0, memory, windows, cpu)
+    assert (one["short_lived"], one["short_lived_bytes"]) == (1, 50)  # addr 7 only
+    assert (one["start_bytes"], one["peak_bytes"], one["peak_offset_ns"]) == (1100, 1250, 20)
+    assert (one["reserved_at_peak_bytes"], one["end_bytes"]) == (4096, 1200)
+    assert (two["start_bytes"], two["peak_bytes"], two["peak_offset_ns"]) == (1200, 1200, 0)
+    assert (two["reserved_at_peak_bytes"], two["max_reserved_bytes"]) == (4096, 8192)
+    assert two["peak_in"] == ""
+
+
+def test_a_trace_of_memory_events_alone_is_refused(tmp_path: Path) -> None:
+    from tracegraph.ingest.errors import TraceFormatError
+    from tracegraph.ingest.parse import parse_file
+
+    path = tmp_path / "only_memory.json"
+    event = {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1,
+             "tid": 1, "ts": 1.0, "args": {"Bytes": 8, "Total Allocated": 8,
+             "Total Reserved": 0, "Device Id": -1, "Device Type": 0, "Addr": 1}}  # fmt: skip
+    path.write_text(json.dumps({"traceEvents": [event, {**event, "ts": 2.0}]}))
+    with pytest.raises(TraceFormatError, match="no complete"):
+        parse_file(path)

@@ -1,0 +1,314 @@
+"""Where the GPU time goes by operator: each kernel is credited to its *launcher*, the innermost
+CPU operator (`cpu_op`, 2021 `Operator`; python frames and annotations pass through) holding
+the runtime call that launched it (the call itself where no operator holds it), as TraceLens's
+TreePerf credits it. A launcher's GPU time is the busy time of its kernels (the union of their
+intervals). Two views per rank:
+
+- `op_categories`: GEMM, CONV_fwd/bwd, SDPA_fwd/bwd, elementwise, reduce, NORM_fwd/bwd, ...
+  (by the operator's name; else by its first kernel's name, TraceLens's rule; else `other`);
+- `op_shapes`: per operator and recorded arguments (`Input Dims`, `Input type`, `Input
+  Strides`, `Concrete Inputs`, as the trace writes them with `record_shapes=True`), how many
+  calls, kernels and their GPU time (total, mean, min, max): the `--top` heaviest per rank.
+
+With `--step`, the launchers that start in the step's window (their kernels may run after it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracegraph.ingest.link import innermost_holding, one_call_per_correlation
+
+from .analyses import Row
+from .op_args import OpArgs
+from .steps import StepWindow
+
+LAUNCHER_CATEGORIES = ("cpu_op", "Operator")
+_GEMM = ("aten::mm", "aten::addmm", "aten::_scaled_mm", "aten::bmm", "aten::baddbmm",
+         "trtllm::cublas_scaled_mm", "bitsandbytes::int8_linear_matmul", "tex_ts::te_gemm_ts",
+         "vllm::gemm_with_dynamic_quant", "aiter::gemm_a4w4", "aiter::gemm_a4w4_asm")  # fmt: skip
+_CONV_FWD = ("aten::convolution", "aten::miopen_convolution", "aten::cudnn_convolution",
+             "ConvBias_", "ConvBiasReLU_")  # fmt: skip
+_CONV_BWD = ("aten::convolution_backward", "ConvBias_Backward", "ConvBiasReLU_Backward")
+# beyond TraceLens's lists: the attention kernels' own launchers under the SDPA entry points
+_ATTENTION_FWD = ("aten::_flash_attention_forward", "aten::_efficient_attention_forward",
+                  "aten::_cudnn_attention_forward")  # fmt: skip
+_ATTENTION_BWD = ("aten::_flash_attention_backward", "aten::_efficient_attention_backward",
+                  "aten::_cudnn_attention_backward")  # fmt: skip
+_SDPA_FWD = (*_ATTENTION_FWD, "FlashAttnFunc", "flash_attn::_flash_attn_forward",
+             "flash_attn::_flash_attn_varlen_forward", "aten::_scaled_dot_product_cudnn_attention",
+             "aten::_scaled_dot_product_efficient_attention",
+             "aten::_scaled_dot_product_flash_attention", "aten::_efficient_attention_forward",
+             "aiter::_flash_attn_forward", "aiter::wrapper_fmha_v3_fwd", "aiter::mha_fwd",
+             "aiter::fmha_v3_fwd", "flash_attn_3::fwd", "vllm::unified_attention_with_output",
+             "EvoformerAttention")  # fmt: skip
+_SDPA_BWD = (*_ATTENTION_BWD, "FlashAttnFuncBackward", "flash_attn::_flash_attn_backward",
+             "flash_attn::_flash_attn_varlen_backward",
+             "aten::_scaled_dot_product_cudnn_attention_backward",
+             "aten::_scaled_dot_product_efficient_attention_backward",
+             "aten::_scaled_dot_product_flash_attention_backward",
+             "aten::_efficient_attention_backward", "aiter::_flash_attn_backward",
+             "aiter::mha_bwd", "aiter::fmha_v3_bwd", "flash_attn_3::bwd")  # fmt: skip
+_ELEMENTWISE = ("aten::copy", "aten::copy_", "aten::clamp_min", "aten::clamp_min_",
+                "aten::clamp_max", "aten::clamp_max_", "aten::sigmoid", "aten::rsqrt",
+                "aten::silu", "aten::neg", "aten::pow", "aten::div", "aten::div_", "aten::mul",
+                "aten::mul_", "aten::add", "aten::add_", "aten::sigmoid_backward",
+                "aten::threshold_backward", "LigerSiLUMulFunction")  # fmt: skip
+_REDUCE = ("aten::sum", "aten::mean", "aten::max", "aten::min", "aten::norm", "aten::linalg_norm",
+           "aten::std", "aten::var", "aten::logsumexp", "aten::cumsum", "aten::cumprod",
+           "aten::amin", "aten::amax")  # fmt: skip
+_NORMS = [f"aten::{p}{k}_norm" for p in ("", "native_", "miopen_", "cudnn_")
+          for k in ("batch", "layer", "group", "instance")]  # fmt: skip
+_NORM_FWD = (*_NORMS, "aten::_fused_rms_norm", "primus::fused_ln_modulate")
+_NORM_BWD = (*(f"{n}_backward" for n in _NORMS), "aten::_fused_rms_norm_backward")
+CATEGORY_OF_OP: dict[str, str] = {
+    **dict.fromkeys(_GEMM, "GEMM"),
+    **dict.fromkeys(_CONV_FWD, "CONV_fwd"),
+    **dict.fromkeys(_CONV_BWD, "CONV_bwd"),
+    **dict.fromkeys(_SDPA_FWD, "SDPA_fwd"),
+    **dict.fromkeys(_SDPA_BWD, "SDPA_bwd"),
+    **dict.fromkeys(_ELEMENTWISE, "elementwise"),
+    **dict.fromkeys(_REDUCE, "reduce"),
+    **dict.fromkeys(_NORM_FWD, "NORM_fwd"),
+    **dict.fromkeys(_NORM_BWD, "NORM_bwd"),
+}
+# what a kernel of PyTorch's own (`void at::native::...`) says it is, in this order
+_KERNEL_WORDS = ("elementwise", "reduce", "multi_tensor_apply")
+
+
+def category(op_name: str, first_kernel: str) -> str:
+    """The op's category: by its name, else by its first kernel's (TraceLens's rule)."""
+    found = CATEGORY_OF_OP.get(op_name)
+    if found is not None:
+        return found
+    if op_name.startswith("triton"):
+        return "triton"
+    if op_name.startswith("record_param_comms"):
+        return "record_param_comms"
+    if first_kernel.startswith("void at::native"):
+        for word in _KERNEL_WORDS:
+            if word in first_kernel:
+                return word
+    return "other"
+
+
+@dataclass(frozen=True)
+class Launchers:
+    """One rank's kernel launchers: per launcher its event (ev_idx), name, start, CPU time,
+    kernels, GPU busy time and first kernel's name."""
+
+    ev_idx: np.ndarray
+    name: list[str]
+    ts: np.ndarray
+    dur: np.ndarray
+    kernels: np.ndarray
+    busy: np.ndarray
+    first_kernel: list[str]
+
+    def take(self, keep: np.ndarray) -> Launchers:
+        at = np.flatnonzero(keep)
+        return Launchers(
+            self.ev_idx[at], [self.name[i] for i in at.tolist()], self.ts[at], self.dur[at],
+            self.kernels[at], self.busy[at], [self.first_kernel[i] for i in at.tolist()],
+        )  # fmt: skip
+
+
+def launchers(rows: pa.Table) -> Launchers:
+    """The launchers of one rank's archived rows (`FrameSource.rows`, in file order)."""
+    kernels = rows.select(["ev_idx", "name", "ts", "dur", "correlation", "label"]).filter(
+        pc.equal(rows["label"], "Kernel")
+    )
+    calls = rows.select(["ev_idx", "cat", "name", "pid", "tid", "ts", "dur", "correlation",
+                         "label"]).filter(pc.equal(rows["label"], "Runtime"))  # fmt: skip
+    owner = one_call_per_correlation(
+        calls.select(["ev_idx", "cat", "correlation", "ts"]).rename_columns(
+            ["id", "cat", "correlation", "ts"]
+        )
+    )
+    call_of = _call_of_kernel(kernels, owner, calls)  # position in `calls`, -1: none
+    launched = call_of >= 0
+    ops = rows.select(["ev_idx", "cat", "name", "pid", "tid", "ts", "dur"]).filter(
+        pc.is_in(rows["cat"], value_set=pa.array(LAUNCHER_CATEGORIES))
+    )
+    op_of_call = innermost_holding(ops, calls)  # position in `ops`, -1: none
+    # a launcher: an op (its position) or, where no op holds the call, the call (n_ops + its)
+    n_ops = ops.num_rows
+    calls_used = call_of[launched]
+    owner_op = op_of_call[calls_used]
+    key = np.where(owner_op >= 0, owner_op, n_ops + calls_used)
+    k_ts = _ints(kernels, "ts")[launched]
+    k_end = k_ts + _ints(kernels, "dur")[launched]
+    k_names = pc.fill_null(kernels["name"], "").to_numpy(zero_copy_only=False)[launched]
+    order = np.lexsort((k_end, k_ts, key))
+    key, k_ts, k_end, k_names = key[order], k_ts[order], k_end[order], k_names[order]
+    groups, first, counts = np.unique(key, return_index=True, return_counts=True)
+    busy = _busy(k_ts, k_end, first, counts)
+    on_op = groups < n_ops
+    at = np.where(on_op, groups, groups - n_ops)
+    picked = {
+        column: np.where(on_op, _ints(ops, column)[np.where(on_op, at, 0)] if n_ops else 0,
+                         _ints(calls, column)[np.where(on_op, 0, at)])
+        for column in ("ev_idx", "ts", "dur")
+    }  # fmt: skip
+    op_names = pc.fill_null(ops["name"], "").to_numpy(zero_copy_only=False)
+    call_names = pc.fill_null(calls["name"], "").to_numpy(zero_copy_only=False)
+    names = [
+        str(op_names[a]) if o else str(call_names[a])
+        for o, a in zip(on_op.tolist(), at.tolist(), strict=True)
+    ]
+    return Launchers(picked["ev_idx"], names, picked["ts"], picked["dur"],
+                     counts.astype(np.int64), busy, k_names[first].tolist())  # fmt: skip
+
+
+def _call_of_kernel(kernels: pa.Table, owner: pa.Table, calls: pa.Table) -> np.ndarray:
+    """Each kernel's launching call (its position in `calls`; -1: none known)."""
+    out = np.full(kernels.num_rows, -1, np.int64)
+    if owner.num_rows == 0 or kernels.num_rows == 0:
+        return out
+    corr = _ints(kernels, "correlation")
+    keys = owner["correlation"].to_numpy()
+    order = np.argsort(keys, kind="stable")
+    keys = keys[order]
+    at = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
+    found = (keys[at] == corr) & (corr >= 0)
+    call_ev = owner["from_id"].to_numpy()[order][at]
+    call_ev_all = _ints(calls, "ev_idx")  # file order: sorted
+    position = np.minimum(np.searchsorted(call_ev_all, call_ev), len(call_ev_all) - 1)
+    found &= call_ev_all[position] == call_ev
+    out[found] = position[found]
+    return out
+
+
+def _busy(ts: np.ndarray, end: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Per group (rows first[g] .. first[g]+counts[g]-1, sorted by start), the length of the
+    union of its intervals."""
+    out = (end - ts)[first].astype(np.int64)
+    for g in np.flatnonzero(counts > 1).tolist():
+        lo, hi = int(first[g]), int(first[g] + counts[g])
+        covered, reach = 0, int(ts[lo])
+        for s, e in zip(ts[lo:hi].tolist(), end[lo:hi].tolist(), strict=True):
+            if e > reach:
+                covered += e - max(s, reach)
+                reach = e
+        out[g] = covered
+    return out
+
+
+def _ints(table: pa.Table, column: str) -> np.ndarray:
+    return pc.fill_null(table[column], -1).to_numpy().astype(np.int64)
+
+
+class _ShapeArgs(msgspec.Struct):
+    dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input type")
+    strides: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Input Strides")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(b""), name="Concrete Inputs")
+
+
+_SHAPE_FIELDS = ("dims", "types", "strides", "concrete")
+
+
+def shape_args(args: Sequence[str | None]) -> list[tuple[str, str, str, str]]:
+    """Each op's recorded arguments as the trace writes them (compact JSON text, "" where
+    absent)."""
+    out = []
+    for text in args:
+        try:
+            found = msgspec.json.decode((text or "{}").encode(), type=_ShapeArgs)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            found = _ShapeArgs()
+        # compact, whatever the trace's indentation: one shape, one text
+        out.append(tuple(_compact(getattr(found, f)) for f in _SHAPE_FIELDS))
+    return out  # type: ignore[return-value]
+
+
+def _compact(raw: msgspec.Raw) -> str:
+    return msgspec.json.format(bytes(raw), indent=0).decode() if len(raw) else ""
+
+
+def launcher_rows(
+    rank: int,
+    rows: pa.Table,
+    window: StepWindow | None,
+    ops: OpArgs,
+    top: int,
+) -> tuple[list[Row], list[Row]]:
+    """The rank's `op_categories` and `op_shapes` rows."""
+    found = launchers(rows)
+    if window is not None:
+        found = found.take((found.ts >= window.ts) & (found.ts < window.end))
+    if not len(found.ev_idx):
+        return [], []
+    cats = [category(n, k) for n, k in zip(found.name, found.first_kernel, strict=True)]
+    return _category_rows(rank, found, cats), _shape_rows(rank, found, cats, ops, top)
+
+
+def _category_rows(rank: int, found: Launchers, cats: list[str]) -> list[Row]:
+    total = int(found.busy.sum())
+    out = []
+    for name in sorted(set(cats)):
+        mine = np.array([c == name for c in cats])
+        gpu = int(found.busy[mine].sum())
+        out.append(
+            {
+                "rank": rank,
+                "category": name,
+                "launchers": int(mine.sum()),
+                "kernels": int(found.kernels[mine].sum()),
+                "gpu_ns": gpu,
+                "pct": 100.0 * gpu / total if total else 0.0,
+            }
+        )
+    out.sort(key=lambda r: (-r["gpu_ns"], r["category"]))
+    return out
+
+
+def _shape_rows(rank: int, found: Launchers, cats: list[str], ops: OpArgs, top: int) -> list[Row]:
+    args = ops.at(rank, found.ev_idx.tolist())
+    text_of = dict(zip(args["ev_idx"].to_pylist(), args["args"].to_pylist(), strict=True))
+    shapes = shape_args([text_of.get(e) for e in found.ev_idx.tolist()])
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, (name, cat, shape) in enumerate(zip(found.name, cats, shapes, strict=True)):
+        groups.setdefault((name, cat, *shape), []).append(i)
+    out = []
+    for (name, cat, dims, types, strides, concrete), members in groups.items():
+        busy = found.busy[members]
+        out.append(
+            {
+                "rank": rank,
+                "name": name,
+                "category": cat,
+                "input_dims": dims,
+                "input_types": types,
+                "input_strides": strides,
+                "concrete_inputs": concrete,
+                "count": len(members),
+                "kernels": int(found.kernels[members].sum()),
+                "gpu_total_ns": int(busy.sum()),
+                "gpu_mean_ns": float(busy.mean()),
+                "gpu_min_ns": int(busy.min()),
+                "gpu_max_ns": int(busy.max()),
+                "cpu_total_ns": int(found.dur[members].sum()),
+            }  # fmt: skip
+        )
+    out.sort(key=lambda r: (-r["gpu_total_ns"], r["name"], r["input_dims"]))
+    return out[:top]
+
+
+_I, _F, _S = pa.int64(), pa.float64(), pa.string()
+CATEGORY_SCHEMA = pa.schema(
+    [("rank", _I), ("category", _S), ("launchers", _I), ("kernels", _I), ("gpu_ns", _I),
+     ("pct", _F)]
+)  # fmt: skip
+SHAPE_SCHEMA = pa.schema(
+    [("rank", _I), ("name", _S), ("category", _S), ("input_dims", _S), ("input_types", _S),
+     ("input_strides", _S), ("concrete_inputs", _S), ("count", _I), ("kernels", _I),
+     ("gpu_total_ns", _I), ("gpu_mean_ns", _F), ("gpu_min_ns", _I), ("gpu_max_ns", _I),
+     ("cpu_total_ns", _I)]
+)  # fmt: skip
