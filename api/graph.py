@@ -380,13 +380,16 @@ class Graph:
         step: int | None = None,
         hta_compatible: bool = False,
         top: int = 10,  # queries/report/report.py DEFAULT_TOP (held by a test)
+        gpu: str | None = None,
     ) -> Report:
         """HTA's standard analyses of every rank of the run (or of `ranks`), from its archive:
         temporal breakdown, comm/comp overlap, kernel types and top kernels, idle time by
         stream, launch statistics, per-step figures, and the findings (faults with their cost
         per step and the events that show them); `step` N reports only ProfilerStep#N's GPU
         work. `hta_compatible` reproduces HTA 0.5.0's figures (its µs
-        rounding, its window without the last ProfilerStep) and gives no findings."""
+        rounding, its window without the last ProfilerStep) and gives no findings. `gpu`
+        (`h100`, `mi300x`, ...) names the GPU of every rank for the operators' roofline,
+        where the traces do not name it."""
         from .queries.report import build_report
 
         with self.reading() as store:
@@ -398,6 +401,7 @@ class Graph:
                 step=step,
                 hta_compatible=hta_compatible,
                 top=top,
+                gpu=gpu,
             )
 
     def memory_timeline(self, run: str | None = None, *, rank: int | None = None) -> pa.Table:

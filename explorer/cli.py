@@ -24,7 +24,7 @@ from . import options
 REPORT_TABLES = (
     "findings", "spread", "nodes", "steps", "temporal", "overlap", "kernel_types", "top_kernels",
     "idle", "launches", "queues", "memory", "gpu_annotations", "allocator", "op_categories",
-    "op_shapes", "collectives", "collective_ranks",
+    "op_shapes", "op_perf", "module_tree", "collectives", "collective_ranks",
     "stragglers", "unmatched", "kernels", "ops",
 )  # fmt: skip
 
@@ -363,7 +363,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="HTA 0.5.0's figures (whole µs, without the last ProfilerStep), to check against HTA",
     )
-    p.add_argument("--top", type=int, default=10, help="kernels named per type (default 10)")
+    p.add_argument(
+        "--top",
+        type=int,
+        default=10,
+        help="kernels named per type, operator shapes per rank (default 10)",
+    )
+    p.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help="every rank's GPU for the operators' roofline (h100, a100, b200, mi300x, ...), "
+        "where the traces do not name it",
+    )
     p.add_argument(
         "--html", type=Path, metavar="FILE", help="also write the report as one HTML page"
     )

@@ -74,6 +74,7 @@ def report_html(report: Report, db: str) -> str:
         _temporal_section(report.tables["temporal"], report.tables["kernel_types"]),
         "<h2>What bound each step (the critical path across ranks)</h2>",
         _critical_section(report),
+        *_roofline_section(report.tables["op_perf"]),
         *_allocator_section(report.tables["allocator"]),
     ]
     for name, table in report.tables.items():
@@ -313,6 +314,60 @@ def _draw_temporal(ax: Axes, bars: list[tuple[int, int, dict[str, int]]]) -> dic
     return titles
 
 
+def _roofline_section(op_perf: pa.Table) -> list[str]:
+    """The operators' achieved TFLOP/s against their FLOPs per byte, under each GPU's roofs."""
+    rows = [r for r in op_perf.to_pylist() if r["tflops"] > 0 and r["flops_per_byte"] > 0]
+    if not rows:
+        return []
+    return [
+        "<h2>Operators against the roofline</h2>",
+        _svg((9.0, 4.2), lambda ax: _draw_roofline(ax, rows)),
+        "<p class='note'>One point per operator and shape (the heaviest per rank): its FLOPs "
+        "per byte (recorded shapes, each tensor moved once) and the TFLOP/s its kernels "
+        "reached; the lines are the GPU's datasheet peaks. Hover a point for its figures.</p>",
+    ]
+
+
+def _draw_roofline(ax: Axes, rows: list[dict[str, Any]]) -> dict[str, str]:
+    titles = {}
+    roofs: dict[tuple[str, float, float], set[str]] = {}  # one line per peak, its precisions
+    for r in rows:
+        if r["peak_tflops"] and r["peak_tbps"]:
+            key = (r["gpu"], r["peak_tflops"], r["peak_tbps"])
+            roofs.setdefault(key, set()).add(r["precision"])
+    low = min(r["flops_per_byte"] for r in rows) / 2
+    high = max(r["flops_per_byte"] for r in rows) * 2
+    for (gpu, peak, tbps), precisions in sorted(roofs.items()):
+        precision = "/".join(sorted(precisions))
+        ridge = peak / tbps
+        xs = [min(low, ridge / 10), ridge, max(high, ridge * 10)]
+        ax.plot(xs, [min(peak, tbps * x) for x in xs], color="#7f8c8d", linewidth=1)
+        ax.annotate(f"{gpu} {precision} {peak:,.0f} TFLOP/s", (xs[-1], peak), fontsize=7,
+                    ha="right", va="bottom", color="#555")  # fmt: skip
+    categories = sorted({r["category"] for r in rows})
+    colours = dict(zip(categories, COLOURS * (len(categories) // len(COLOURS) + 1), strict=False))
+    for i, r in enumerate(rows):
+        drawn = ax.scatter([r["flops_per_byte"]], [r["tflops"]], s=18, zorder=3,
+                           color=colours[r["category"]],
+                           label=r["category"] if r["category"] in categories else "_")  # fmt: skip
+        categories = [c for c in categories if c != r["category"]]  # one legend entry each
+        gid = f"roofline-rank{r['rank']}-{i}"
+        drawn.set_gid(gid)
+        share = f", {r['roofline_pct']:.0f}% of the roofline" if r["roofline_pct"] else ""
+        titles[gid] = (
+            f"rank {r['rank']} {r['name']} {r['input_dims']}: {r['tflops']:,.1f} TFLOP/s, "
+            f"{r['tbps']:,.2f} TB/s, {r['flops_per_byte']:,.1f} FLOPs/byte, "
+            f"{r['gpu_mean_ns'] / 1e3:,.1f} µs a call × {r['count']}{share}"
+        )
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("FLOPs per byte")
+    ax.set_ylabel("achieved TFLOP/s")
+    ax.legend(loc="lower right", fontsize=7, frameon=False)
+    return titles
+
+
+COLOURS = ("#2e86c1", "#c0392b", "#27ae60", "#8e44ad", "#f39c12", "#16a085", "#7f8c8d")
 ALLOCATOR_LINES = 12  # lines drawn at most: the ranks and devices of the highest peaks
 
 

@@ -40,6 +40,10 @@ TITLES = {
     "op_categories": "GPU time by operator category (each kernel credited to the innermost "
     "operator holding its launch; busy time)",
     "op_shapes": "GPU time by operator and recorded shapes (record_shapes): the heaviest per rank",
+    "op_perf": "operators against their GPU's roofline (FLOPs and bytes from the recorded "
+    "shapes; roofline_pct: the time at peak as a share of the kernels')",
+    "module_tree": "by nn.Module (python frames, with_stack=True): calls, CPU time and the GPU "
+    "work launched inside each module (inclusive; self: outside its child modules)",
     "allocator": "the caching allocator per device and step ([memory] events): allocated and "
     "freed, at the start, the end and the peak (when, inside what), reserved, and allocations "
     "freed within the step",
@@ -51,8 +55,13 @@ TITLES = {
 }
 
 
+# tables the text shows only when they have rows
+QUIET_WHEN_EMPTY = (
+    "unmatched", "gpu_annotations", "allocator", "op_shapes", "op_perf", "module_tree",
+)  # fmt: skip
 # columns the text leaves to --format json/csv (lists, and what makes a row too wide to read)
-TEXT_HIDES = ("names", "waits_ns", "input_strides", "concrete_inputs", "gpu_min_ns", "gpu_max_ns")
+TEXT_HIDES = ("names", "waits_ns", "input_strides", "concrete_inputs", "gpu_min_ns", "gpu_max_ns",
+              "input_types", "peak_tbps", "mbytes")  # fmt: skip
 
 EMPTY = {
     "spread": "no ProfilerStep annotations (HTA-compatible: not computed)",
@@ -146,6 +155,8 @@ def write_report(
                 f"findings' and stragglers' and a typical one; every rank: --format csv --table "
                 f"{name})\n"
             )
+        if name == "module_tree":
+            rows = _module_outline(rows, out)
         hidden = [c for c in rows.column_names if c in TEXT_HIDES]
         shown = _in_us(rows.drop_columns(hidden))
         text = output.render(shown, max_width=width)
@@ -209,6 +220,23 @@ def finding_figures(f: Finding) -> str:
     if f.saving_ns_per_step is None:
         return f"costs {cost} per step (saving not modelled)"
     return f"saves {f.saving_ns_per_step / 1e3:,.0f} µs per step (cost {cost})"
+
+
+MODULE_DEPTH = 2  # the text's outline of the module tree goes this deep
+
+
+def _module_outline(rows: pa.Table, out: TextIO) -> pa.Table:
+    """The module tree to MODULE_DEPTH, each module indented under its parent."""
+    if pc.max(rows["depth"]).as_py() > MODULE_DEPTH:
+        out.write(f"  (to depth {MODULE_DEPTH}; every module: --format json or csv)\n")
+    rows = rows.filter(pc.less_equal(rows["depth"], MODULE_DEPTH))
+    names = [
+        "  " * depth + path.rsplit(" > ", 1)[-1]
+        for path, depth in zip(rows["module"].to_pylist(), rows["depth"].to_pylist(), strict=True)
+    ]
+    return rows.set_column(
+        rows.column_names.index("module"), "module", pa.array(names)
+    ).drop_columns(["depth"])
 
 
 def _in_us(table: pa.Table) -> pa.Table:

@@ -98,6 +98,18 @@ def innermost_holding(ranges: pa.Table, points: pa.Table) -> np.ndarray:
     return out[ranges.num_rows :]
 
 
+def range_parents(ranges: pa.Table) -> np.ndarray:
+    """For each of `ranges` (cat, pid, tid, ts, dur, ev_idx: CPU ranges of one rank), the
+    position of the range it is directly nested in (-1: none), as `call_edges` nests them."""
+    n = ranges.num_rows
+    if n == 0:
+        return np.zeros(0, np.int64)
+    order, parent = _nesting(_thread_keys(ranges), np.ones(n, dtype=bool))
+    out = np.empty(n, np.int64)
+    out[order] = np.where(parent >= 0, order[np.maximum(parent, 0)], -1)
+    return out
+
+
 _RANGE_COLUMNS = ["id", "cat", "pid", "tid", "ts", "dur", "ev_idx"]
 _POINT_PRIORITY = 99  # after every range of the same bounds
 

@@ -116,6 +116,7 @@ class _TraceShell(msgspec.Struct):
     schemaVersion: Any = None
     baseTimeNanoseconds: Any = None
     host_name: Any = None
+    deviceProperties: Any = None
 
 
 _SHELL_DECODER = msgspec.json.Decoder(_TraceShell | list[msgspec.Raw])
@@ -206,6 +207,8 @@ class RankTrace:
     # the host the file says it was recorded on (None: it does not); a merged file's one
     # host_name is taken as every rank's (a merge of several hosts' files should drop it)
     host: str | None = None
+    # the GPU's name as `deviceProperties` gives it (of its device; None: the trace names none)
+    gpu: str | None = None
 
 
 def read_trace_bytes(path: Path, options: ParseOptions = ParseOptions()) -> bytes | bytearray:
@@ -934,6 +937,18 @@ def _rank_by_pid(pid: pa.ChunkedArray, pid_rank: Mapping[int, int]) -> pa.Chunke
     return pc.take(ranks, pc.index_in(pid, value_set=pids))
 
 
+def gpu_name(top: _TraceShell, device: int | None) -> str | None:
+    """The name `deviceProperties` gives the rank's GPU (`device`, else the first named)."""
+    props = top.deviceProperties if isinstance(top.deviceProperties, list) else []
+    named = [
+        p for p in props if isinstance(p, dict) and isinstance(p.get("name"), str) and p["name"]
+    ]
+    for p in named:
+        if device is not None and p.get("id") == device:
+            return str(p["name"])
+    return str(named[0]["name"]) if named else None
+
+
 def file_host(top: _TraceShell) -> str | None:
     """The host a file says it was recorded on (Kineto's top-level `host_name`)."""
     return top.host_name if isinstance(top.host_name, str) and top.host_name else None
@@ -955,6 +970,7 @@ def _rank_trace(
         events = events.filter(pc.is_null(events["drop"]))
     devices = pc.unique(pc.filter(events["device"], pc.equal(events["label"], "Kernel")))
     devices = devices.drop_null().to_pylist()
+    device = min(devices) if devices else None
     return RankTrace(
         file=str(path),
         rank=rank,
@@ -962,8 +978,9 @@ def _rank_trace(
         world_size=world_size,
         schema_version=_as_int(top.schemaVersion),
         base_time_ns=_as_int(top.baseTimeNanoseconds),
-        device=min(devices) if devices else None,
+        device=device,
         distributed_info=msgspec.json.encode(top.distributedInfo).decode(),
         dropped=dropped,
         host=file_host(top),
+        gpu=gpu_name(top, device),
     )

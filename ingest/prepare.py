@@ -216,4 +216,5 @@ def _rank_row(
         "skipped": json.dumps(counts_skipped, sort_keys=True),
         "host": trace.host,
         "tier": "full",
+        "gpu": trace.gpu,
     }

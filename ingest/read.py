@@ -28,7 +28,9 @@ from .spill import Key, Spill
 
 STREAM_BYTES = 128 << 20  # JSON above this size is read block by block
 BLOCK_BYTES = 8 << 20  # bytes scanned at a time
-_SHELL_KEYS = frozenset({"distributedInfo", "schemaVersion", "baseTimeNanoseconds"})
+_SHELL_KEYS = frozenset(
+    {"distributedInfo", "schemaVersion", "baseTimeNanoseconds", "host_name", "deviceProperties"}
+)
 _SHELL = msgspec.json.Decoder(parse._TraceShell)
 _RANKED, _BY_PID, _NO_PID = "rank", "pid", "no pid"
 

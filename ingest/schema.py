@@ -114,6 +114,7 @@ RANK = NodeTable(
         # "summary": the rank's events were not loaded (`ingest --summary`), only its Step rows
         # and CollectiveArrival rows; "full" (or None, before tiers): every event
         ("tier", STR),
+        ("gpu", STR),  # the GPU's name as the trace's deviceProperties give it (None: none)
     ),
 )
 STEP = NodeTable(

@@ -49,6 +49,7 @@ def _report(args: argparse.Namespace, store: GraphStore) -> None:
         step=args.step,
         hta_compatible=args.hta_compatible,
         top=args.top,
+        gpu=args.gpu,
     )
     if args.html is not None:
         from ..report_html import report_html

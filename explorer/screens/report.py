@@ -1,5 +1,6 @@
 """The report (`tracegraph report`) of the focused run: findings first, each opening its evidence
-in the inspector, then the per-step, temporal, kernel, idle and collective tables."""
+in the inspector, then the per-step, temporal, kernel, operator (shapes, roofline, nn.Module
+tree), idle, collective and allocator tables."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from tracegraph.queries.report.ranks import rank_ranges
 
 from .. import keymap
 from ..messages import EventChosen, QueryFailed, ReportLoaded
-from ..report_view import finding_figures, finding_where
+from ..report_view import TEXT_HIDES, finding_figures, finding_where
 from ..widgets.fit_table import FitTable
 from ..widgets.footer import StableFooter
 from ..widgets.format import cell, duration
@@ -29,9 +30,13 @@ TABS = {
     "steps": "Steps",
     "temporal": "Temporal",
     "top_kernels": "Kernels",
+    "op_shapes": "Operators",
+    "op_perf": "Roofline",
+    "module_tree": "Modules",
     "idle": "Idle",
     "collectives": "Collectives",
     "stragglers": "Stragglers",
+    "allocator": "Memory",
 }
 
 
@@ -144,6 +149,16 @@ def _step(step: int | None) -> str:
 
 
 def _fill(table: FitTable, data: pa.Table) -> None:
-    shown = data.drop_columns([c for c in data.column_names if c in ("names", "waits_ns")])
+    if "module" in data.column_names:  # the tree as an outline: each module under its parent
+        names = [
+            "  " * depth + path.rsplit(" > ", 1)[-1]
+            for path, depth in zip(
+                data["module"].to_pylist(), data["depth"].to_pylist(), strict=True
+            )
+        ]
+        data = data.set_column(
+            data.column_names.index("module"), "module", pa.array(names, pa.string())
+        ).drop_columns(["depth"])
+    shown = data.drop_columns([c for c in data.column_names if c in TEXT_HIDES])
     columns = [[cell(v) for v in shown.column(i).to_pylist()] for i in range(shown.num_columns)]
     table.fill(shown.column_names, [list(r) for r in zip(*columns, strict=True)])

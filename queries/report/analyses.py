@@ -277,20 +277,25 @@ def merged_busy(gpu: GpuActivity) -> tuple[np.ndarray, np.ndarray]:
     return merged(gpu.ts, gpu.end)
 
 
-def queue_lengths(gpu: GpuActivity) -> list[Row]:
+# CUDA's launch queue holds this many kernels per stream; a launch beyond it blocks the CPU
+# (HTA's CUDA_MAX_LAUNCH_QUEUE_PER_STREAM)
+MAX_LAUNCH_QUEUE = 1024
+
+
+def queue_lengths(gpu: GpuActivity, full_at: int = MAX_LAUNCH_QUEUE) -> list[Row]:
     """Per stream: how many launched kernels were queued or running (a launch call's start to
     its kernel's end), the most at once and the time-weighted mean from the stream's first
-    launch to its last end. Kernels without a known launch are left out."""
+    launch to its last end; and the time its launch queue was full (`full_at` kernels launched
+    and not started: the next launch blocks the CPU). Kernels without a known launch are left
+    out."""
     rows: list[Row] = []
     known = gpu.launch_ts != NO_LAUNCH
     for lane in np.unique(gpu.lane[known]).tolist():
         sel = np.nonzero(known & (gpu.lane == lane))[0]
-        times = np.concatenate((gpu.launch_ts[sel], gpu.end[sel]))
-        steps = np.concatenate((np.ones(len(sel), np.int64), -np.ones(len(sel), np.int64)))
-        order = np.lexsort((steps, times))  # at one instant, ends before starts
-        times, depth = times[order], np.cumsum(steps[order])
+        times, depth = _depth(gpu.launch_ts[sel], gpu.end[sel])
         width = np.diff(times)
         span = times[-1] - times[0]
+        waiting_times, waiting = _depth(gpu.launch_ts[sel], gpu.ts[sel])
         rows.append(
             {
                 "rank": gpu.rank,
@@ -298,6 +303,16 @@ def queue_lengths(gpu: GpuActivity) -> list[Row]:
                 "launches": len(sel),
                 "max": int(depth.max()),
                 "mean": float((depth[:-1] * width).sum() / span) if span > 0 else 0.0,
+                "full_ns": int(np.diff(waiting_times)[waiting[:-1] >= full_at].sum()),
             }  # fmt: skip
         )
     return rows
+
+
+def _depth(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The times the count of open intervals changes, and the count from each (at one instant,
+    ends before starts)."""
+    times = np.concatenate((starts, ends))
+    steps = np.concatenate((np.ones(len(starts), np.int64), -np.ones(len(ends), np.int64)))
+    order = np.lexsort((steps, times))
+    return times[order], np.cumsum(steps[order])

@@ -61,6 +61,7 @@ def report_json(report: Report) -> dict[str, Any]:
     annotations = _by_rank(t["gpu_annotations"])
     allocator = _by_rank(t["allocator"])
     categories, shapes = _by_rank(t["op_categories"]), _by_rank(t["op_shapes"])
+    perf, modules = _by_rank(t["op_perf"]), _by_rank(t["module_tree"])
     ranks = []
     for rank in report.ranks:
         tr = temporal.get(rank, {})
@@ -111,6 +112,7 @@ def report_json(report: Report) -> dict[str, Any]:
                         "launches": q["launches"],
                         "max": q["max"],
                         "mean": round(q["mean"], 3),
+                        "full_us": _us(q["full_ns"]),
                     }  # fmt: skip
                     for q in queues.get(rank, [])
                 ],
@@ -140,6 +142,17 @@ def report_json(report: Report) -> dict[str, Any]:
                     for c in categories.get(rank, [])
                 ],  # fmt: skip
                 "op_shapes": [_shape(o) for o in shapes.get(rank, [])],
+                "op_perf": [_perf(o) for o in perf.get(rank, [])],
+                "module_tree": [
+                    {
+                        **{k: m[k] for k in ("module", "depth", "calls", "kernels")},
+                        **{
+                            k.replace("_ns", "_us"): _us(m[k])
+                            for k in ("cpu_ns", "gpu_ns", "self_gpu_ns")
+                        },
+                    }
+                    for m in modules.get(rank, [])
+                ],  # fmt: skip
             }
         )
     stragglers = {s["step"]: s for s in t["stragglers"]}
@@ -240,3 +253,14 @@ def _shape(row: dict[str, Any]) -> dict[str, Any]:
     for key in ("gpu_total_ns", "gpu_mean_ns", "gpu_min_ns", "gpu_max_ns", "cpu_total_ns"):
         out[key.replace("_ns", "_us")] = _us(row[key])
     return out
+
+
+def _perf(row: dict[str, Any]) -> dict[str, Any]:
+    """An op_perf row: its recorded arguments as JSON values, its time per call in µs."""
+    out: dict[str, Any] = {"name": row["name"], "category": row["category"]}
+    for key in ("input_dims", "input_types", "input_strides", "concrete_inputs"):
+        out[key] = json.loads(row[key]) if row[key] else None
+    out["gpu_mean_us"] = row["gpu_mean_ns"] / 1e3
+    skip = ("rank", "name", "category", "input_dims", "input_types", "input_strides",
+            "concrete_inputs", "gpu_mean_ns")  # fmt: skip
+    return out | {k: v for k, v in row.items() if k not in skip}

@@ -119,8 +119,27 @@ class Launchers:
         )  # fmt: skip
 
 
-def launchers(rows: pa.Table) -> Launchers:
-    """The launchers of one rank's archived rows (`FrameSource.rows`, in file order)."""
+@dataclass(frozen=True)
+class LaunchedKernels:
+    """One rank's kernels whose launching call is known: each one's call (`calls`: its pid,
+    tid, ts, ev_idx; `call`: its position in `runtime`, the rank's runtime calls), start, end
+    and name."""
+
+    runtime: pa.Table
+    calls: pa.Table
+    call: np.ndarray
+    ts: np.ndarray
+    end: np.ndarray
+    name: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return len(self.ts)
+
+
+def launched_kernels(rows: pa.Table) -> LaunchedKernels:
+    """The launched kernels of one rank's archived rows (`FrameSource.rows`, in file order),
+    each paired with its call by correlation (the runtime call before the driver's)."""
     kernels = rows.select(["ev_idx", "name", "ts", "dur", "correlation", "label"]).filter(
         pc.equal(rows["label"], "Kernel")
     )
@@ -133,20 +152,44 @@ def launchers(rows: pa.Table) -> Launchers:
     )
     call_of = _call_of_kernel(kernels, owner, calls)  # position in `calls`, -1: none
     launched = call_of >= 0
+    ts = _ints(kernels, "ts")[launched]
+    names = pc.fill_null(kernels["name"], "").to_numpy(zero_copy_only=False)[launched]
+    return LaunchedKernels(
+        calls,
+        calls.take(pa.array(call_of[launched], pa.int64())),
+        call_of[launched],
+        ts,
+        ts + _ints(kernels, "dur")[launched],
+        names,
+    )
+
+
+def busy_times(key: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per distinct `key`, the length of the union of its rows' intervals; and the keys."""
+    order = np.lexsort((end, ts, key))
+    groups, first, counts = np.unique(key[order], return_index=True, return_counts=True)
+    return _busy(ts[order], end[order], first, counts), groups
+
+
+def launchers(rows: pa.Table) -> Launchers:
+    """The launchers of one rank's archived rows (`FrameSource.rows`, in file order)."""
+    kernels = launched_kernels(rows)
+    calls = kernels.runtime
     ops = rows.select(["ev_idx", "cat", "name", "pid", "tid", "ts", "dur"]).filter(
         pc.is_in(rows["cat"], value_set=pa.array(LAUNCHER_CATEGORIES))
     )
     op_of_call = innermost_holding(ops, calls)  # position in `ops`, -1: none
     # a launcher: an op (its position) or, where no op holds the call, the call (n_ops + its)
     n_ops = ops.num_rows
-    calls_used = call_of[launched]
-    owner_op = op_of_call[calls_used]
-    key = np.where(owner_op >= 0, owner_op, n_ops + calls_used)
-    k_ts = _ints(kernels, "ts")[launched]
-    k_end = k_ts + _ints(kernels, "dur")[launched]
-    k_names = pc.fill_null(kernels["name"], "").to_numpy(zero_copy_only=False)[launched]
-    order = np.lexsort((k_end, k_ts, key))
-    key, k_ts, k_end, k_names = key[order], k_ts[order], k_end[order], k_names[order]
+    owner_op = op_of_call[kernels.call]
+    key = np.where(owner_op >= 0, owner_op, n_ops + kernels.call)
+    order = np.lexsort((kernels.end, kernels.ts, key))
+    key, k_ts, k_end, k_names = (
+        key[order],
+        kernels.ts[order],
+        kernels.end[order],
+        kernels.name[order],
+    )
     groups, first, counts = np.unique(key, return_index=True, return_counts=True)
     busy = _busy(k_ts, k_end, first, counts)
     on_op = groups < n_ops
@@ -158,10 +201,9 @@ def launchers(rows: pa.Table) -> Launchers:
     }  # fmt: skip
     op_names = pc.fill_null(ops["name"], "").to_numpy(zero_copy_only=False)
     call_names = pc.fill_null(calls["name"], "").to_numpy(zero_copy_only=False)
-    names = [
-        str(op_names[a]) if o else str(call_names[a])
-        for o, a in zip(on_op.tolist(), at.tolist(), strict=True)
-    ]
+    from_ops = op_names[np.where(on_op, at, 0)] if n_ops else np.full(len(at), "", object)
+    from_calls = call_names[np.where(on_op, 0, at)] if len(call_names) else from_ops
+    names = np.where(on_op, from_ops, from_calls).tolist()
     return Launchers(picked["ev_idx"], names, picked["ts"], picked["dur"],
                      counts.astype(np.int64), busy, k_names[first].tolist())  # fmt: skip
 
@@ -212,24 +254,42 @@ class _ShapeArgs(msgspec.Struct):
 
 
 _SHAPE_FIELDS = ("dims", "types", "strides", "concrete")
+_SHAPES = msgspec.json.Decoder(list[_ShapeArgs | None])
+_NO_SHAPE = _ShapeArgs()
 
 
 def shape_args(args: Sequence[str | None]) -> list[tuple[str, str, str, str]]:
     """Each op's recorded arguments as the trace writes them (compact JSON text, "" where
-    absent)."""
+    absent), read in one pass (an op's text that is no JSON object gives "" throughout)."""
+    texts = [t if t else "null" for t in args]
+    try:
+        decoded = _SHAPES.decode(("[" + ",".join(texts) + "]").encode())
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        decoded = [_one_shape(t) for t in texts]
+    compacted: dict[bytes, str] = {}  # one layer's calls repeat their shapes: format each once
     out = []
-    for text in args:
-        try:
-            found = msgspec.json.decode((text or "{}").encode(), type=_ShapeArgs)
-        except (msgspec.DecodeError, msgspec.ValidationError):
-            found = _ShapeArgs()
-        # compact, whatever the trace's indentation: one shape, one text
-        out.append(tuple(_compact(getattr(found, f)) for f in _SHAPE_FIELDS))
+    for found in decoded:
+        found = found or _NO_SHAPE
+        row = []
+        for f in _SHAPE_FIELDS:
+            raw = bytes(getattr(found, f))
+            text = compacted.get(raw)
+            if text is None:
+                text = compacted[raw] = _compact(raw)
+            row.append(text)
+        out.append(tuple(row))
     return out  # type: ignore[return-value]
 
 
-def _compact(raw: msgspec.Raw) -> str:
-    return msgspec.json.format(bytes(raw), indent=0).decode() if len(raw) else ""
+def _one_shape(text: str) -> _ShapeArgs | None:
+    try:
+        return msgspec.json.decode(text.encode(), type=_ShapeArgs | None)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+
+
+def _compact(raw: bytes) -> str:
+    return msgspec.json.format(raw, indent=0).decode() if raw else ""
 
 
 def launcher_rows(
@@ -245,7 +305,9 @@ def launcher_rows(
         found = found.take((found.ts >= window.ts) & (found.ts < window.end))
     if not len(found.ev_idx):
         return [], []
-    cats = [category(n, k) for n, k in zip(found.name, found.first_kernel, strict=True)]
+    pairs = list(zip(found.name, found.first_kernel, strict=True))
+    category_of = {pair: category(*pair) for pair in dict.fromkeys(pairs)}
+    cats = [category_of[pair] for pair in pairs]
     return _category_rows(rank, found, cats), _shape_rows(rank, found, cats, ops, top)
 
 
@@ -272,10 +334,13 @@ def _category_rows(rank: int, found: Launchers, cats: list[str]) -> list[Row]:
 def _shape_rows(rank: int, found: Launchers, cats: list[str], ops: OpArgs, top: int) -> list[Row]:
     args = ops.at(rank, found.ev_idx.tolist())
     text_of = dict(zip(args["ev_idx"].to_pylist(), args["args"].to_pylist(), strict=True))
-    shapes = shape_args([text_of.get(e) for e in found.ev_idx.tolist()])
+    texts = [text_of.get(e) for e in found.ev_idx.tolist()]
+    # calls of one layer repeat their arguments' text: read each text once
+    distinct = list(dict.fromkeys(texts))
+    shape_of = dict(zip(distinct, shape_args(distinct), strict=True))
     groups: dict[tuple[str, ...], list[int]] = {}
-    for i, (name, cat, shape) in enumerate(zip(found.name, cats, shapes, strict=True)):
-        groups.setdefault((name, cat, *shape), []).append(i)
+    for i, (name, cat, text) in enumerate(zip(found.name, cats, texts, strict=True)):
+        groups.setdefault((name, cat, *shape_of[text]), []).append(i)
     out = []
     for (name, cat, dims, types, strides, concrete), members in groups.items():
         busy = found.busy[members]

@@ -24,13 +24,14 @@ from .cpu_findings import RankEvents, cpu_findings
 from .dtypes import dtype_casts
 from .findings import Finding, Ids, rank_findings
 from .launchers import launcher_rows
+from .modules import module_rows
 from .op_args import EventOpArgs, OpArgs
 from .steps import StepWindow, rows_in, step_figures, windows_of
 
 # the per-rank tables, each a list of rows (`report.TABLES` has their schemas)
 RANK_TABLES = (
     "steps", "temporal", "overlap", "kernel_types", "top_kernels", "idle", "launches", "queues",
-    "gpu_annotations", "allocator", "op_categories", "op_shapes",
+    "gpu_annotations", "allocator", "op_categories", "op_shapes", "module_tree",
 )  # fmt: skip
 
 
@@ -86,6 +87,7 @@ def rank_facts(
     categories, shapes = launcher_rows(gpu.rank, source.rows, window, inputs.ops, top)
     rows["op_categories"] += categories
     rows["op_shapes"] += shapes
+    rows["module_tree"] += module_rows(gpu.rank, source.rows, window)
     events = source.rows if step is None else _during(source.rows, windows[0])
     figures = (rows["temporal"][-1], rows["overlap"][-1])
     ids = Ids(inputs.run_idx, gpu.rank)

@@ -38,9 +38,11 @@ from .allocator import stored_events
 from .contract import report_json
 from .dtypes import dtype_casts
 from .findings import Finding
+from .gpu_specs import SPECS, spec_for
 from .memory import memory_rows
 from .nodes import node_rows
 from .op_args import StoreOpArgs
+from .op_perf import op_perf_rows, rank_gpus
 from .rank_facts import FindingInputs, rank_facts
 from .ranks import ranks_phrase
 from .savings import (
@@ -107,11 +109,16 @@ def build_report(
     step: int | None = None,
     hta_compatible: bool = False,
     top: int = DEFAULT_TOP,
+    gpu: str | None = None,
 ) -> Report:
     """The report of `run` (the database's only run when None), of every rank or of `ranks`,
-    over every step or the GPU work of ProfilerStep#`step` (see `steps`)."""
+    over every step or the GPU work of ProfilerStep#`step` (see `steps`); `gpu` names every
+    rank's GPU for the roofline (else each trace's own device name)."""
     if step is not None and hta_compatible:
         raise ReportError("--step: HTA's analyses cover the whole trace; drop --hta-compatible")
+    if gpu is not None and spec_for(gpu) is None:
+        known = ", ".join(SPECS)
+        raise ReportError(f"--gpu {gpu}: not a GPU tracegraph knows (one of: {known})")
     source = run_source(store, run)
     every_rank = sorted({*source.files, *source.summarised})
     wanted = every_rank if ranks is None else sorted(set(ranks))
@@ -182,6 +189,7 @@ def build_report(
         instances, per_rank, arrival_stragglers, lateness = collectives.collective_rows(
             arrivals, every_step, step, hosts, unmatched.hung, unmatched.ahead
         )
+        rows["op_perf"] = op_perf_rows(rows["op_shapes"], rank_gpus(store, source.run), gpu)
         rows["memory"] = memory_rows(store, source.run, loaded) + rows["memory"]
         rows["memory"].sort(key=lambda row: row["rank"])  # stable: by kind within a rank
         rows["collectives"], rows["collective_ranks"] = instances, per_rank

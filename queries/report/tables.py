@@ -9,7 +9,9 @@ from .annotations import SCHEMA as ANNOTATIONS_SCHEMA
 from .collectives import SCHEMAS as COLLECTIVE_SCHEMAS
 from .launchers import CATEGORY_SCHEMA, SHAPE_SCHEMA
 from .memory import SCHEMA as MEMORY_SCHEMA
+from .modules import SCHEMA as MODULES_SCHEMA
 from .nodes import SCHEMA as NODES_SCHEMA
+from .op_perf import SCHEMA as OP_PERF_SCHEMA
 from .spread import SCHEMA as SPREAD_SCHEMA
 from .unmatched import SCHEMA as UNMATCHED_SCHEMA
 
@@ -44,13 +46,16 @@ TABLES = {
         + [(f"{p}_{s}_ns", _F) for p in ("call", "delay") for s in ("mean", "p50", "p95", "max")]
     ),
     "queues": pa.schema(
-        [("rank", _I), ("stream", _I), ("launches", _I), ("max", _I), ("mean", _F)]
+        [("rank", _I), ("stream", _I), ("launches", _I), ("max", _I), ("mean", _F),
+         ("full_ns", _I)]
     ),
     "memory": MEMORY_SCHEMA,
     "gpu_annotations": ANNOTATIONS_SCHEMA,
     "allocator": ALLOCATOR_SCHEMA,
     "op_categories": CATEGORY_SCHEMA,
     "op_shapes": SHAPE_SCHEMA,
+    "op_perf": OP_PERF_SCHEMA,
+    "module_tree": MODULES_SCHEMA,
     **COLLECTIVE_SCHEMAS,
     "unmatched": UNMATCHED_SCHEMA,
 }  # fmt: skip

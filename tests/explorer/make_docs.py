@@ -149,7 +149,11 @@ its kernels' intervals over the step, so overlapping streams count once); per st
 across ranks (min, median, max, (max − min) / median, a histogram of the ranks' times) and the
 slowest rank, also highlighted in the rank table. A run without ProfilerStep annotations shows
 one "whole trace" step per rank. Enter on a step opens its slowest rank; Enter on a cell of the
-rank table opens that rank and step; `r` cycles through the runs of the database.""",
+rank table opens that rank and step; `r` cycles through the runs of the database. A run ingested
+with `--summary` shows its ranks' step times without their events (the header counts its
+summary ranks); `f` loads the events of the ranks its report points at and a typical one (as
+`ingest --full-ranks auto`; not from a served explorer, which writes nothing) and shows the run
+again.""",
     "step": """## Step (`2`)
 
 One rank's step. The critical path of the chosen edge set (`e` cycles through the run's edge
@@ -201,8 +205,9 @@ stops runaways. `Ctrl+S` exports the result to CSV. Enter on a row that has an `
 `tracegraph report` of the run in focus: the findings, what fixing each saves first (then what it
 costs), the highlighted one's detail, fix and evidence query below them;
 Enter opens its first evidence event in the inspector (a finding without one, a notice). The
-other tabs hold the per-step,
-temporal, kernel, idle, collective and straggler tables.""",
+other tabs hold the per-step, temporal and kernel tables, the operators by recorded shape, their
+roofline and the nn.Module tree (as an outline, each module under its parent), the idle,
+collective and straggler tables, and the allocator's per step (Memory).""",
 }
 
 PERFORMANCE = """## Responsiveness on 5 M events

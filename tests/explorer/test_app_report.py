@@ -39,3 +39,33 @@ async def test_findings_open_their_evidence_in_the_inspector(synthetic_db: Path)
         await settle(pilot)
         assert isinstance(app.screen, InspectorScreen)
         assert app.focus_state.event_id == want.findings[row].evidence_ids[0]
+
+
+@pilot_test
+async def test_operators_roofline_modules_and_memory_tabs(tmp_path: Path) -> None:
+    """On a real H100 step (shapes, python stacks, [memory] events): the Operators, Roofline,
+    Modules and Memory tabs hold the report's rows, the module tree as an outline."""
+    import tracegraph
+
+    from ..conftest import TRACES
+
+    trace = TRACES / "tracelens/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
+    if not trace.is_file():
+        import pytest
+
+        pytest.skip(f"real traces not at {TRACES}")
+    db = tmp_path / "h100.kuzu"
+    tracegraph.open(db).ingest(trace, run="h100")
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        await pilot.press("6")
+        await settle(pilot)
+        screen = app.screen
+        assert isinstance(screen, ReportScreen) and screen.report is not None
+        for name in ("op_shapes", "op_perf", "module_tree", "allocator"):
+            table = screen.query_one(f"#{name}", DataTable)
+            assert table.row_count == screen.report.tables[name].num_rows > 0, name
+        modules = screen.query_one("#module_tree", DataTable)
+        assert str(modules.get_row_at(0)[1]) == "Qwen2Model_0"
+        assert str(modules.get_row_at(1)[1]) == "  Embedding_0"  # indented under its parent

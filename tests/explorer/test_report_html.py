@@ -40,9 +40,11 @@ class Chart:
     """One inline `<svg>`: its titled groups (gid → hover title, path) and its text."""
 
     def __init__(self, svg: str) -> None:
-        groups = re.findall(r'<g id="([^"]+)"><title>([^<]*)</title>\s*<path d="([^"]*)"', svg)
-        self.titles = {gid: html.unescape(title) for gid, title, _ in groups}
-        self.paths = {gid: path for gid, _, path in groups}
+        titled = re.findall(r'<g id="([^"]+)"><title>([^<]*)</title>', svg)
+        self.titles = {gid: html.unescape(title) for gid, title in titled}
+        # a bar's or line's outline (a scatter's points reuse one marker: no path of their own)
+        groups = re.findall(r'<g id="([^"]+)"><title>[^<]*</title>\s*<path d="([^"]*)"', svg)
+        self.paths = dict(groups)
         self.texts = {html.unescape(t) for t in re.findall(r"<text[^>]*>([^<]*)</text>", svg)}
 
     def width(self, gid: str) -> float:
@@ -230,3 +232,20 @@ def test_the_allocator_chart_draws_each_ranks_peak_per_step(tmp_path: Path) -> N
         point = f"step {row['step']}: {row['peak_bytes'] / 2**20:,.1f} MiB in {row['peak_in']}"
         assert point in drawn.titles[f"allocator-rank{row['rank']}-{row['device']}"]
     assert {"rank 0 cpu", "rank 1 cpu"} <= drawn.texts
+
+
+def test_the_roofline_chart_draws_each_operator_shape(tmp_path: Path) -> None:
+    path = TRACES / "tracelens" / "traces" / "mi300" / "resnet_act_checkpoint.json.gz"
+    if not path.is_file():
+        pytest.skip(f"real traces not at {TRACES}")
+    db = tmp_path / "r.kuzu"
+    g = tracegraph.open(db)
+    g.ingest(path, run="mi300")
+    rows = [r for r in g.report("mi300").tables["op_perf"].to_pylist() if r["tflops"] > 0]
+    drawn = charts(render(db, tmp_path / "report.html"))["roofline"]
+    assert len(drawn.titles) == len(rows) > 0
+    for i, r in enumerate(rows):
+        title = drawn.titles[f"roofline-rank{r['rank']}-{i}"]
+        assert title.startswith(f"rank {r['rank']} {r['name']} {r['input_dims']}: ")
+        assert f"{r['tflops']:,.1f} TFLOP/s" in title
+    assert any(t.startswith("MI300X") for t in drawn.texts)  # the roof is labelled

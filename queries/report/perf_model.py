@@ -1,0 +1,228 @@
+"""What an operator call must compute and move, from its recorded arguments (`record_shapes`):
+FLOPs and bytes for GEMMs (`mm`, `addmm`, `bmm`, `baddbmm`, `_scaled_mm`), attention
+(`_flash_attention_*`, `_efficient_attention_*`, `_scaled_dot_product_flash_attention*`,
+`_scaled_dot_product_efficient_attention*`), convolution (`convolution`, `_convolution`,
+`cudnn_convolution`, `miopen_convolution`, not transposed) and elementwise ops (unary and
+binary, with broadcasting). The formulas are TraceLens's (PerfModel), written again:
+
+- GEMM (M x K by K x N): 2 M N K FLOPs (+ M N for a bias / `beta C`), bytes A + B + C_out
+  (+ the bias as recorded); batched: x B.
+- attention (B batches, H heads, N_q queries, N_kv keys, head dim d): 4 B H N_q N_kv d forward
+  (Q K^T and P V), 10 B H N_q N_kv d backward (the recomputed scores, dV, dP, dQ, dK), half of
+  it when causal with N_q = N_kv; bytes Q + K + V + O forward, Q + K + V + dO + dQ + dK + dV
+  backward.
+- convolution: 2 x output elements x (C_in / groups x kernel elements) FLOPs (+ the output
+  elements for a bias); bytes input + weight + bias + output.
+- elementwise: one FLOP per output element; bytes every tensor operand in and the output.
+
+Bytes count each tensor once (an ideal cache): the floor a kernel can reach, not what it moved.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+BYTES_OF_TYPE = {
+    "double": 8, "long int": 8, "long": 8, "float": 4, "int": 4, "unsigned int": 4,
+    "c10::Half": 2, "c10::BFloat16": 2, "short int": 2, "short": 2, "unsigned char": 1,
+    "signed char": 1, "bool": 1, "c10::Float8_e4m3fn": 1, "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1, "c10::Float8_e5m2fnuz": 1,
+}  # fmt: skip
+PRECISION_OF_TYPE = {
+    "double": "fp64", "float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16",
+    "c10::Float8_e4m3fn": "fp8", "c10::Float8_e5m2": "fp8", "c10::Float8_e4m3fnuz": "fp8",
+    "c10::Float8_e5m2fnuz": "fp8",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Work:
+    """One call's FLOPs and bytes, whether it runs on the matrix units, and its precision."""
+
+    flops: float
+    bytes: float
+    matrix: bool
+    precision: str  # bf16, fp16, fp8, fp32, fp64, or "" where the types do not say
+
+
+def op_work(name: str, dims: Any, types: Any, concrete: Any) -> Work | None:
+    """The work of one call of `name` with these recorded arguments (parsed JSON), None where
+    no model covers it or its arguments are not what the model reads."""
+    model = _MODELS.get(name)
+    if model is None or not isinstance(dims, list) or not isinstance(types, list):
+        return None
+    try:
+        return model(name, dims, types, concrete if isinstance(concrete, list) else [])
+    except (IndexError, TypeError, ValueError, ZeroDivisionError):
+        return None
+
+
+def _bpe(types: list[Any], i: int) -> int:
+    return BYTES_OF_TYPE[types[i]]
+
+
+def _n(shape: list[int]) -> int:
+    return math.prod(int(d) for d in shape)
+
+
+def _gemm(name: str, dims: list, types: list, concrete: list) -> Work:
+    if name == "aten::mm":
+        a, b, bias = dims[0], dims[1], None
+        ta = 0
+    elif name == "aten::addmm":
+        bias, a, b = dims[0], dims[1], dims[2]
+        ta = 1
+    else:  # aten::_scaled_mm(self, mat2, scale_a, scale_b, bias?, ...)
+        a, b = dims[0], dims[1]
+        bias = dims[4] if len(dims) > 4 and dims[4] else None
+        ta = 0
+    (m, k), (k2, n) = (int(x) for x in a), (int(x) for x in b)
+    if k != k2:
+        raise ValueError("inner dimensions differ")
+    bpe = _bpe(types, ta)
+    out_bpe = 2 if bpe == 1 else bpe  # fp8 GEMMs write 16-bit results
+    flops = 2.0 * m * n * k + (m * n if bias else 0)
+    moved = (m * k + k * n) * bpe + m * n * out_bpe + (_n(bias) * out_bpe if bias else 0)
+    return Work(flops, moved, True, PRECISION_OF_TYPE.get(types[ta], ""))
+
+
+def _bmm(name: str, dims: list, types: list, concrete: list) -> Work:
+    if name == "aten::bmm":
+        a, b, bias, ta = dims[0], dims[1], None, 0
+    else:  # aten::baddbmm(self, batch1, batch2, beta, alpha)
+        bias, a, b, ta = dims[0], dims[1], dims[2], 1
+    (batch, m, k), (batch2, k2, n) = (int(x) for x in a), (int(x) for x in b)
+    if k != k2 or batch != batch2:
+        raise ValueError("shapes do not multiply")
+    bpe = _bpe(types, ta)
+    flops = batch * (2.0 * m * n * k + (m * n if bias else 0))
+    moved = batch * (m * k + k * n + m * n) * bpe + (_n(bias) * bpe if bias else 0)
+    return Work(flops, moved, True, PRECISION_OF_TYPE.get(types[ta], ""))
+
+
+# attention launchers: (layout of q/k/v, their positions, where is_causal is, backward?)
+# BNHD: (batch, seq, heads, dim); BHND: (batch, heads, seq, dim)
+_ATTENTION = {
+    "aten::_flash_attention_forward": ("BNHD", (0, 1, 2), 8, False),
+    "aten::_flash_attention_backward": ("BNHD", (1, 2, 3), 11, True),
+    "aten::_efficient_attention_forward": ("BNHD", (0, 1, 2), -9, False),
+    "aten::_efficient_attention_backward": ("BNHD", (1, 2, 3), -14, True),
+    "aten::_scaled_dot_product_flash_attention": ("BHND", (0, 1, 2), 4, False),
+    "aten::_scaled_dot_product_flash_attention_backward": ("BHND", (1, 2, 3), 11, True),
+    "aten::_scaled_dot_product_efficient_attention": ("BHND", (0, 1, 2), 6, False),
+    "aten::_scaled_dot_product_efficient_attention_backward": ("BHND", (1, 2, 3), 11, True),
+}  # a negative position: xformers' custom_mask_type there (0: none, 1 and 2: causal)
+
+
+def _attention(name: str, dims: list, types: list, concrete: list) -> Work:
+    layout, (iq, ik, iv), causal_at, backward = _ATTENTION[name]
+    q, k, v = dims[iq], dims[ik], dims[iv]
+    if layout == "BNHD":
+        (b, nq, h, d), (_, nkv, _, _), (_, _, _, dv) = q, k, v
+    else:
+        (b, h, nq, d), (_, _, nkv, _), (_, _, _, dv) = q, k, v
+    b, h, nq, nkv, d, dv = (int(x) for x in (b, h, nq, nkv, d, dv))
+    flag = str(concrete[abs(causal_at)]) if abs(causal_at) < len(concrete) else ""
+    causal = flag in ("1", "2") if causal_at < 0 else flag == "True"
+    scores = b * h * nq * nkv * (2.0 * d + 2.0 * dv)  # Q K^T and P V
+    flops = scores * 2.5 if backward else scores
+    if causal and nq == nkv:
+        flops /= 2
+    bpe = _bpe(types, iq)
+    q_n, k_n, v_n, o_n = b * h * nq * d, b * h * nkv * d, b * h * nkv * dv, b * h * nq * dv
+    moved = (q_n + k_n + v_n + o_n) * bpe
+    if backward:  # read Q, K, V, dO; write dQ, dK, dV
+        moved = (q_n + k_n + v_n + o_n + q_n + k_n + v_n) * bpe
+    return Work(flops, moved, True, PRECISION_OF_TYPE.get(types[iq], ""))
+
+
+# convolution launchers: positions of (stride, padding, dilation, transposed, groups) in
+# Concrete Inputs (-1: not an argument), and of the bias among the tensors (-1: none)
+_CONV = {
+    "aten::convolution": ((3, 4, 5, 6, 8), 2),
+    "aten::_convolution": ((3, 4, 5, 6, 8), 2),
+    "aten::cudnn_convolution": ((3, 2, 4, -1, 5), -1),
+    "aten::miopen_convolution": ((4, 3, 5, -1, 6), 2),
+}
+
+
+def _ints(text: Any) -> list[int]:
+    return [int(x) for x in re.findall(r"-?\d+", str(text))]
+
+
+def _conv(name: str, dims: list, types: list, concrete: list) -> Work:
+    (si, pi, di, ti, gi), bias_at = _CONV[name]
+    x, w = [int(v) for v in dims[0]], [int(v) for v in dims[1]]
+    if ti >= 0 and str(concrete[ti]) == "True":
+        raise ValueError("transposed convolutions are not modelled")
+    spatial = len(x) - 2
+    stride, padding, dilation = (_ints(concrete[i]) for i in (si, pi, di))
+    stride, padding, dilation = (
+        [v] * spatial if len(v) == 1 else v for v in (stride, padding, dilation)
+    )
+    groups = int(str(concrete[gi]) or 1)
+    out_spatial = [
+        (x[2 + i] + 2 * padding[i] - dilation[i] * (w[2 + i] - 1) - 1) // stride[i] + 1
+        for i in range(spatial)
+    ]
+    out = x[0] * w[0] * math.prod(out_spatial)
+    if w[1] * groups != x[1]:
+        raise ValueError("channels do not match")
+    has_bias = bias_at >= 0 and len(dims) > bias_at and bool(dims[bias_at])
+    flops = 2.0 * out * _n(w[1:]) + (out if has_bias else 0)
+    bpe = _bpe(types, 0)
+    moved = (_n(x) + _n(w) + (w[0] if has_bias else 0) + out) * bpe
+    return Work(flops, moved, True, PRECISION_OF_TYPE.get(types[0], ""))
+
+
+_UNARY = ("aten::copy_", "aten::sigmoid", "aten::rsqrt", "aten::silu", "aten::neg",
+          "aten::gelu", "aten::relu", "aten::exp", "aten::tanh", "aten::clamp_min",
+          "aten::clamp_min_")  # fmt: skip
+_BINARY = ("aten::add", "aten::add_", "aten::mul", "aten::mul_", "aten::div", "aten::div_",
+           "aten::sub", "aten::sub_", "aten::pow", "aten::sigmoid_backward",
+           "aten::threshold_backward")  # fmt: skip
+
+
+def _elementwise(name: str, dims: list, types: list, concrete: list) -> Work:
+    tensors = [(i, d) for i, d in enumerate(dims[:2]) if isinstance(d, list) and d]
+    if name == "aten::copy_":  # copy_(self, src): read src, write self
+        (_, dst), (_, src) = tensors[0], tensors[1]
+        out = _n(dst)
+        moved = _n(src) * _bpe(types, 1) + out * _bpe(types, 0)
+        return Work(float(out), float(moved), False, PRECISION_OF_TYPE.get(types[0], ""))
+    if name in _UNARY or len(tensors) == 1:
+        i, shape = tensors[0]
+        out = _n(shape)
+        return Work(
+            float(out), 2.0 * out * _bpe(types, i), False, PRECISION_OF_TYPE.get(types[i], "")
+        )
+    (i, a), (j, b) = tensors[0], tensors[1]
+    out_shape = _broadcast(a, b)
+    out = _n(out_shape)
+    out_bpe = max(_bpe(types, i), _bpe(types, j))
+    moved = _n(a) * _bpe(types, i) + _n(b) * _bpe(types, j) + out * out_bpe
+    return Work(float(out), float(moved), False, PRECISION_OF_TYPE.get(types[i], ""))
+
+
+def _broadcast(a: list[int], b: list[int]) -> list[int]:
+    a, b = [int(v) for v in a], [int(v) for v in b]
+    width = max(len(a), len(b))
+    a, b = [1] * (width - len(a)) + a, [1] * (width - len(b)) + b
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x != y and 1 not in (x, y):
+            raise ValueError("shapes do not broadcast")
+        out.append(max(x, y))
+    return out
+
+
+_MODELS = {
+    **dict.fromkeys(("aten::mm", "aten::addmm", "aten::_scaled_mm"), _gemm),
+    **dict.fromkeys(("aten::bmm", "aten::baddbmm"), _bmm),
+    **dict.fromkeys(_ATTENTION, _attention),
+    **dict.fromkeys(_CONV, _conv),
+    **dict.fromkeys((*_UNARY, *_BINARY), _elementwise),
+}
