@@ -30,6 +30,8 @@ from .op_args import OpArgs
 from .steps import StepWindow
 
 LAUNCHER_CATEGORIES = ("cpu_op", "Operator")
+NO_LAUNCH = "(launch not in the trace)"
+COPY_KERNELS = ("Memcpy", "Memset")  # GPU activity that moves or sets memory, no compute
 _GEMM = ("aten::mm", "aten::addmm", "aten::_scaled_mm", "aten::bmm", "aten::baddbmm",
          "trtllm::cublas_scaled_mm", "bitsandbytes::int8_linear_matmul", "tex_ts::te_gemm_ts",
          "vllm::gemm_with_dynamic_quant", "aiter::gemm_a4w4", "aiter::gemm_a4w4_asm")  # fmt: skip
@@ -82,8 +84,12 @@ CATEGORY_OF_OP: dict[str, str] = {
 _KERNEL_WORDS = ("elementwise", "reduce", "multi_tensor_apply")
 
 
-def category(op_name: str, first_kernel: str) -> str:
-    """The op's category: by its name, else by its first kernel's (TraceLens's rule)."""
+def category(op_name: str, first_kernel: str, copies_only: bool = False) -> str:
+    """The op's category: `memcpy` where every kernel it launched is a Memcpy or Memset
+    (whatever the op: a `copy_` between host and device), else by its name, else by its first
+    kernel's (TraceLens's rule). A GEMM that clears its workspace first is still a GEMM."""
+    if copies_only:
+        return "memcpy"
     found = CATEGORY_OF_OP.get(op_name)
     if found is not None:
         return found
@@ -110,12 +116,18 @@ class Launchers:
     kernels: np.ndarray
     busy: np.ndarray
     first_kernel: list[str]
+    copies_only: np.ndarray  # every kernel a Memcpy or Memset
+    orphan_ts: np.ndarray  # kernels whose launch the trace does not hold
+    orphan_end: np.ndarray
 
-    def take(self, keep: np.ndarray) -> Launchers:
-        at = np.flatnonzero(keep)
+    def within(self, window: StepWindow) -> Launchers:
+        """The launchers that start in the window, and the orphan kernels that do."""
+        at = np.flatnonzero((self.ts >= window.ts) & (self.ts < window.end))
+        orphans = (self.orphan_ts >= window.ts) & (self.orphan_ts < window.end)
         return Launchers(
             self.ev_idx[at], [self.name[i] for i in at.tolist()], self.ts[at], self.dur[at],
             self.kernels[at], self.busy[at], [self.first_kernel[i] for i in at.tolist()],
+            self.copies_only[at], self.orphan_ts[orphans], self.orphan_end[orphans],
         )  # fmt: skip
 
 
@@ -131,6 +143,8 @@ class LaunchedKernels:
     ts: np.ndarray
     end: np.ndarray
     name: np.ndarray
+    orphan_ts: np.ndarray  # the kernels whose launch the trace does not hold
+    orphan_end: np.ndarray
 
     @property
     def n(self) -> int:
@@ -152,15 +166,18 @@ def launched_kernels(rows: pa.Table) -> LaunchedKernels:
     )
     call_of = _call_of_kernel(kernels, owner, calls)  # position in `calls`, -1: none
     launched = call_of >= 0
-    ts = _ints(kernels, "ts")[launched]
+    all_ts = _ints(kernels, "ts")
+    all_end = all_ts + _ints(kernels, "dur")
     names = pc.fill_null(kernels["name"], "").to_numpy(zero_copy_only=False)[launched]
     return LaunchedKernels(
         calls,
         calls.take(pa.array(call_of[launched], pa.int64())),
         call_of[launched],
-        ts,
-        ts + _ints(kernels, "dur")[launched],
+        all_ts[launched],
+        all_end[launched],
         names,
+        all_ts[~launched],
+        all_end[~launched],
     )
 
 
@@ -172,7 +189,8 @@ def busy_times(key: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.nda
 
 
 def launchers(rows: pa.Table) -> Launchers:
-    """The launchers of one rank's archived rows (`FrameSource.rows`, in file order)."""
+    """The launchers of one rank's archived rows (`FrameSource.rows`, in file order), and the
+    kernels no launcher holds (their start, end)."""
     kernels = launched_kernels(rows)
     calls = kernels.runtime
     ops = rows.select(["ev_idx", "cat", "name", "pid", "tid", "ts", "dur"]).filter(
@@ -204,8 +222,11 @@ def launchers(rows: pa.Table) -> Launchers:
     from_ops = op_names[np.where(on_op, at, 0)] if n_ops else np.full(len(at), "", object)
     from_calls = call_names[np.where(on_op, 0, at)] if len(call_names) else from_ops
     names = np.where(on_op, from_ops, from_calls).tolist()
+    copy = np.array([str(n).startswith(COPY_KERNELS) for n in k_names], bool)
+    copies_only = np.logical_and.reduceat(copy, first) if len(first) else np.zeros(0, bool)
     return Launchers(picked["ev_idx"], names, picked["ts"], picked["dur"],
-                     counts.astype(np.int64), busy, k_names[first].tolist())  # fmt: skip
+                     counts.astype(np.int64), busy, k_names[first].tolist(), copies_only,
+                     kernels.orphan_ts, kernels.orphan_end)  # fmt: skip
 
 
 def _call_of_kernel(kernels: pa.Table, owner: pa.Table, calls: pa.Table) -> np.ndarray:
@@ -229,17 +250,34 @@ def _call_of_kernel(kernels: pa.Table, owner: pa.Table, calls: pa.Table) -> np.n
 
 def _busy(ts: np.ndarray, end: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:
     """Per group (rows first[g] .. first[g]+counts[g]-1, sorted by start), the length of the
-    union of its intervals."""
-    out = (end - ts)[first].astype(np.int64)
-    for g in np.flatnonzero(counts > 1).tolist():
-        lo, hi = int(first[g]), int(first[g] + counts[g])
-        covered, reach = 0, int(ts[lo])
-        for s, e in zip(ts[lo:hi].tolist(), end[lo:hi].tolist(), strict=True):
-            if e > reach:
-                covered += e - max(s, reach)
-                reach = e
-        out[g] = covered
-    return out
+    union of its intervals: each row adds what it reaches beyond the group's rows before it (a
+    running maximum of their ends, restarted per group by offsetting each group's times)."""
+    if not len(first):
+        return np.zeros(0, np.int64)
+    group = np.repeat(np.arange(len(first)), counts)
+    base = ts[first][group]  # each group's earliest start (rows sorted by start)
+    start, stop = ts - base, np.maximum(end - base, ts - base)
+    width = int(stop.max()) + 1
+    if len(first) * width >= 1 << 62:  # offsets would overflow: one group at a time
+        groups = zip(first.tolist(), counts.tolist(), strict=True)
+        return np.array([_busy_one(start[f : f + c], stop[f : f + c]) for f, c in groups], np.int64)
+    offset = group * width
+    reach = np.maximum.accumulate(stop + offset) - offset  # the furthest end so far, per group
+    before = np.empty_like(reach)
+    before[0] = 0
+    before[1:] = reach[:-1]
+    before[first] = start[first]  # nothing before a group's first row
+    covered = np.maximum(stop - np.maximum(start, before), 0)
+    return np.add.reduceat(covered, first).astype(np.int64)
+
+
+def _busy_one(start: np.ndarray, stop: np.ndarray) -> int:
+    covered, reach = 0, int(start[0])
+    for s, e in zip(start.tolist(), stop.tolist(), strict=True):
+        if e > reach:
+            covered += e - max(s, reach)
+            reach = e
+    return covered
 
 
 def _ints(table: pa.Table, column: str) -> np.ndarray:
@@ -302,18 +340,26 @@ def launcher_rows(
     """The rank's `op_categories` and `op_shapes` rows."""
     found = launchers(rows)
     if window is not None:
-        found = found.take((found.ts >= window.ts) & (found.ts < window.end))
-    if not len(found.ev_idx):
+        found = found.within(window)
+    if not len(found.ev_idx) and not len(found.orphan_ts):
         return [], []
-    pairs = list(zip(found.name, found.first_kernel, strict=True))
+    pairs = list(zip(found.name, found.first_kernel, found.copies_only.tolist(), strict=True))
     category_of = {pair: category(*pair) for pair in dict.fromkeys(pairs)}
     cats = [category_of[pair] for pair in pairs]
     return _category_rows(rank, found, cats), _shape_rows(rank, found, cats, ops, top)
 
 
 def _category_rows(rank: int, found: Launchers, cats: list[str]) -> list[Row]:
-    total = int(found.busy.sum())
+    orphans = 0
+    if len(found.orphan_ts):
+        one = np.zeros(len(found.orphan_ts), np.int64)
+        orphans = int(busy_times(one, found.orphan_ts, found.orphan_end)[0][0])
+    total = int(found.busy.sum()) + orphans
     out = []
+    if len(found.orphan_ts):  # GPU work whose launch the trace does not hold (no op to credit)
+        out.append({"rank": rank, "category": NO_LAUNCH, "launchers": 0,
+                    "kernels": len(found.orphan_ts), "gpu_ns": orphans,
+                    "pct": 100.0 * orphans / total if total else 0.0})  # fmt: skip
     for name in sorted(set(cats)):
         mine = np.array([c == name for c in cats])
         gpu = int(found.busy[mine].sum())

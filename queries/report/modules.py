@@ -25,7 +25,8 @@ SEPARATOR = " > "
 
 
 def module_rows(rank: int, rows: pa.Table, window: StepWindow | None) -> list[Row]:
-    """The rank's rows, one per module path, in the order their first calls start."""
+    """The rank's rows, one per module path, depth first (children after their parent, in the
+    order their first calls start)."""
     name = pc.fill_null(rows["name"], "")
     is_module = pc.and_(
         pc.equal(pc.fill_null(rows["cat"], ""), "python_function"), pc.starts_with(name, PREFIX)
@@ -47,7 +48,9 @@ def module_rows(rank: int, rows: pa.Table, window: StepWindow | None) -> list[Ro
     np.add.at(counted, _ancestors_of(innermost[innermost >= 0], parent)[0], 1)
     keep = np.ones(n, bool) if window is None else (ts >= window.ts) & (ts < window.end)
     out: dict[str, Row] = {}
+    first: dict[str, int] = {}  # each path's first call
     for i in np.flatnonzero(keep)[np.argsort(ts[keep], kind="stable")].tolist():
+        first.setdefault(paths[i], int(ts[i]))
         row = out.setdefault(
             paths[i],
             {"rank": rank, "module": paths[i], "depth": paths[i].count(SEPARATOR), "calls": 0,
@@ -58,7 +61,15 @@ def module_rows(rank: int, rows: pa.Table, window: StepWindow | None) -> list[Ro
         row["kernels"] += int(counted[i])
         row["gpu_ns"] += int(inclusive[i])
         row["self_gpu_ns"] += int(own[i])
-    return list(out.values())
+    return [out[path] for path in sorted(out, key=lambda path: _tree_key(path, first))]
+
+
+def _tree_key(path: str, first: dict[str, int]) -> tuple[int, ...]:
+    """Depth-first order: each ancestor's first call, then the module's own (a module first
+    seen in a later step still comes under its parent)."""
+    parts = path.split(SEPARATOR)
+    prefixes = (SEPARATOR.join(parts[: k + 1]) for k in range(len(parts)))
+    return tuple(first.get(prefix, first[path]) for prefix in prefixes)
 
 
 def _paths(names: list[str], parent: np.ndarray) -> list[str]:

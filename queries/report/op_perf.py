@@ -23,7 +23,8 @@ def op_perf_rows(
     shapes: Sequence[Row], gpus: Mapping[int, str | None], override: str | None = None
 ) -> list[Row]:
     """One row per `op_shapes` row a model covers, in their order. `gpus`: each rank's device
-    name as its trace gives it; `override` (`report --gpu`) names the GPU of every rank."""
+    name as its trace gives it; `override` (`report --gpu`) names the GPU of the ranks whose
+    trace names none tracegraph knows."""
     out = []
     for row in shapes:
         work = op_work(
@@ -31,9 +32,9 @@ def op_perf_rows(
             _value(row["concrete_inputs"]),
         )  # fmt: skip
         per_call_ns = row["gpu_mean_ns"]
-        if work is None or per_call_ns <= 0:
-            continue
-        spec = spec_for(override or gpus.get(row["rank"]))
+        if work is None or per_call_ns <= 0 or row["category"] == "memcpy":
+            continue  # a copy between host and device is bound by its link, not by HBM
+        spec = spec_for(gpus.get(row["rank"])) or spec_for(override)
         out.append(
             {
                 "rank": row["rank"],

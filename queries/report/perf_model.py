@@ -119,12 +119,14 @@ _ATTENTION = {
 
 def _attention(name: str, dims: list, types: list, concrete: list) -> Work:
     layout, (iq, ik, iv), causal_at, backward = _ATTENTION[name]
+    if name == "aten::_scaled_dot_product_efficient_attention" and len(dims) == 5:
+        causal_at = 4  # PyTorch 2.0: (query, key, value, compute_log_sumexp, is_causal)
     q, k, v = dims[iq], dims[ik], dims[iv]
-    if layout == "BNHD":
-        (b, nq, h, d), (_, nkv, _, _), (_, _, _, dv) = q, k, v
+    if layout == "BNHD":  # grouped-query attention: K and V have their own heads
+        (b, nq, h, d), (_, nkv, hkv, _), (_, _, _, dv) = q, k, v
     else:
-        (b, h, nq, d), (_, _, nkv, _), (_, _, _, dv) = q, k, v
-    b, h, nq, nkv, d, dv = (int(x) for x in (b, h, nq, nkv, d, dv))
+        (b, h, nq, d), (_, hkv, nkv, _), (_, _, _, dv) = q, k, v
+    b, h, nq, nkv, d, dv, hkv = (int(x) for x in (b, h, nq, nkv, d, dv, hkv))
     flag = str(concrete[abs(causal_at)]) if abs(causal_at) < len(concrete) else ""
     causal = flag in ("1", "2") if causal_at < 0 else flag == "True"
     scores = b * h * nq * nkv * (2.0 * d + 2.0 * dv)  # Q K^T and P V
@@ -132,7 +134,7 @@ def _attention(name: str, dims: list, types: list, concrete: list) -> Work:
     if causal and nq == nkv:
         flops /= 2
     bpe = _bpe(types, iq)
-    q_n, k_n, v_n, o_n = b * h * nq * d, b * h * nkv * d, b * h * nkv * dv, b * h * nq * dv
+    q_n, k_n, v_n, o_n = b * h * nq * d, b * hkv * nkv * d, b * hkv * nkv * dv, b * h * nq * dv
     moved = (q_n + k_n + v_n + o_n) * bpe
     if backward:  # read Q, K, V, dO; write dQ, dK, dV
         moved = (q_n + k_n + v_n + o_n + q_n + k_n + v_n) * bpe
@@ -175,7 +177,15 @@ def _conv(name: str, dims: list, types: list, concrete: list) -> Work:
     flops = 2.0 * out * _n(w[1:]) + (out if has_bias else 0)
     bpe = _bpe(types, 0)
     moved = (_n(x) + _n(w) + (w[0] if has_bias else 0) + out) * bpe
-    return Work(flops, moved, True, PRECISION_OF_TYPE.get(types[0], ""))
+    precision = PRECISION_OF_TYPE.get(types[0], "")
+    if name == "aten::cudnn_convolution" and precision == "fp32" and _tf32(concrete):
+        precision = "tf32"  # cuDNN may run it on the tensor cores (allow_tf32, the default)
+    return Work(flops, moved, True, precision)
+
+
+def _tf32(concrete: list) -> bool:
+    """cudnn_convolution's last argument, allow_tf32."""
+    return len(concrete) > 8 and str(concrete[8]) == "True"
 
 
 _UNARY = ("aten::copy_", "aten::sigmoid", "aten::rsqrt", "aten::silu", "aten::neg",

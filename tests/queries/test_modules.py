@@ -105,3 +105,27 @@ def test_module_tree_equals_the_raw_json(name: str, tmp_path: Path) -> None:
             assert row["self_gpu_ns"] <= row["gpu_ns"]  # invariants
         roots = [r for r in mine.values() if r["depth"] == 0]
         assert sum(r["kernels"] for r in roots) <= sum(r["kernels"] for r in mine.values())
+
+
+def test_a_module_first_seen_later_comes_under_its_parent() -> None:
+    """Step 1 runs Model > A and Model > B; step 2 adds C inside A: C is listed under A."""
+    import pyarrow as pa
+
+    from tracegraph.queries.report.modules import module_rows
+
+    spans = [("Model_0", 0, 100), ("A_0", 10, 20), ("B_0", 30, 40),
+             ("Model_0", 200, 300), ("A_0", 210, 250), ("C_0", 220, 230)]  # fmt: skip
+    n = len(spans)
+    rows = pa.table(
+        {
+            "ev_idx": list(range(n)), "label": ["Op"] * n, "cat": ["python_function"] * n,
+            "name": [f"nn.Module: {name}" for name, _, _ in spans], "pid": [1] * n,
+            "tid": [1] * n, "ts": [s for _, s, _ in spans], "dur": [e - s for _, s, e in spans],
+            "correlation": pa.array([None] * n, pa.int64()),
+        }
+    )  # fmt: skip
+    got = [(r["module"], r["calls"], r["cpu_ns"]) for r in module_rows(0, rows, None)]
+    assert got == [
+        ("Model_0", 2, 200), ("Model_0 > A_0", 2, 50), ("Model_0 > A_0 > C_0", 1, 10),
+        ("Model_0 > B_0", 1, 10),
+    ]  # fmt: skip

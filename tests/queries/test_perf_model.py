@@ -51,6 +51,14 @@ def test_gemms() -> None:
     assert op_work("aten::mm", [[4, 5], [6, 7]], [F32, F32], []) is None  # do not multiply
 
 
+def test_grouped_query_attention_reads_fewer_keys_and_values() -> None:
+    q, kv = [2, 1024, 32, 128], [2, 1024, 8, 128]  # BNHD: 32 query heads, 8 key/value heads
+    w = op_work("aten::_flash_attention_forward", [q, kv, kv], [BF16] * 3,
+                ["", "", "", "", "", "1024", "1024", "0.", "False"])  # fmt: skip
+    assert w is not None and w.flops == 2 * 32 * 1024 * 1024 * 4 * 128
+    assert w.bytes == (2 * 32 * 1024 * 128 * 2 + 2 * 8 * 1024 * 128 * 2) * 2  # Q, O; K, V
+
+
 def test_attention() -> None:
     b, nq, h, d = 16, 559, 16, 64  # the H100 trace's causal flash attention (BNHD)
     concrete = ["", "", "", "", "", "559", "559", "0.", "True", "False", "0.125"]
@@ -79,7 +87,12 @@ def test_convolution() -> None:
     assert w.bytes == (32 * 3 * 224 * 224 + 64 * 3 * 49 + out) * 4
     cudnn_args = ["", "", "[3, 3]", "[2, 2]", "[1, 1]", "1", "False", "False", "True"]
     cudnn = op_work("aten::cudnn_convolution", [x, wt], ["float", "float"], cudnn_args)
-    assert cudnn == w
+    assert cudnn is not None and (cudnn.flops, cudnn.bytes) == (w.flops, w.bytes)
+    assert (w.precision, cudnn.precision) == ("fp32", "tf32")  # cuDNN's allow_tf32 (default)
+    strict = op_work(
+        "aten::cudnn_convolution", [x, wt], ["float", "float"], [*cudnn_args[:8], "False"]
+    )
+    assert strict is not None and strict.precision == "fp32"
     depthwise = ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "False", "[0, 0]", "32"]
     grouped = op_work("aten::convolution", [[8, 32, 56, 56], [32, 1, 3, 3], []], [F32, F32, ""],
                       depthwise)  # fmt: skip
@@ -101,7 +114,11 @@ def test_elementwise() -> None:
 def test_device_names_pick_specs() -> None:
     assert spec_for("NVIDIA H100 80GB HBM3") is SPECS["H100 SXM"]
     assert spec_for("NVIDIA H100 PCIe") is SPECS["H100 PCIe"]
-    assert spec_for("NVIDIA A100-SXM4-80GB") is SPECS["A100"]
+    assert spec_for("NVIDIA A100-SXM4-80GB") is SPECS["A100 80GB SXM"]
+    assert spec_for("NVIDIA A100 80GB PCIe") is SPECS["A100 80GB PCIe"]
+    assert spec_for("NVIDIA A100-PG509-200") is SPECS["A100 40GB"]  # HTA's traces: 40 GB
+    assert spec_for("NVIDIA GH200 480GB") is SPECS["GH200"]
+    assert spec_for("NVIDIA H100 NVL") is SPECS["H100 NVL"]
     assert spec_for("AMD Instinct MI300X") is SPECS["MI300X"]
     assert spec_for("Tesla V100-SXM2-16GB") is SPECS["V100"]
     assert spec_for("mi250x") is SPECS["MI250X"]
