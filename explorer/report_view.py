@@ -128,8 +128,9 @@ def write_report(
     if report.summarised:
         out.write(
             f"summary tier: {ranks_phrase(report.summarised)} kept as summaries (ingest "
-            "--summary), not events: no critical path or savings, stragglers from the "
-            "collective arrivals, evidence as event numbers in the trace file\n"
+            "--summary), not events: no critical path or savings, no operator or module "
+            "tables (ingest --full-ranks loads them), stragglers from the collective "
+            "arrivals, evidence as event numbers in the trace file\n"
         )
     if report.mode != HTA_MODE:
         _write_findings(out, report, db)

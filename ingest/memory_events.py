@@ -49,8 +49,11 @@ CHUNK = 1 << 16  # events decoded at a time: their structs never all exist at on
 def memory_rows(events: pa.Table) -> pa.Table:
     """The MemoryEvent rows of one rank's keyed events (`nodes.with_keys` or `nodes.keyed`), in
     time order, with `op_id` (-1: no CPU range holds it)."""
-    narrow = events.select(["id", "run", "rank", "ev_idx", "ts", "pid", "tid", "args", "label"])
-    memory = narrow.filter(pc.equal(narrow["label"], MEMORY_LABEL)).drop_columns(["label"])
+    is_memory = pc.equal(events["label"], MEMORY_LABEL)
+    if not pc.any(is_memory).as_py():  # most traces: no profile_memory
+        return schema.arrow_schema(schema.MEMORY_EVENT).empty_table()
+    narrow = events.select(["id", "run", "rank", "ev_idx", "ts", "pid", "tid", "args"])
+    memory = narrow.filter(is_memory)
     memory = memory.take(pc.sort_indices(memory, [("ts", "ascending"), ("ev_idx", "ascending")]))
     columns = _arg_columns(memory["args"])
     out = memory.drop_columns(["args"])

@@ -188,10 +188,10 @@ def busy_times(key: np.ndarray, ts: np.ndarray, end: np.ndarray) -> tuple[np.nda
     return _busy(ts[order], end[order], first, counts), groups
 
 
-def launchers(rows: pa.Table) -> Launchers:
+def launchers(rows: pa.Table, kernels: LaunchedKernels | None = None) -> Launchers:
     """The launchers of one rank's archived rows (`FrameSource.rows`, in file order), and the
     kernels no launcher holds (their start, end)."""
-    kernels = launched_kernels(rows)
+    kernels = launched_kernels(rows) if kernels is None else kernels
     calls = kernels.runtime
     ops = rows.select(["ev_idx", "cat", "name", "pid", "tid", "ts", "dur"]).filter(
         pc.is_in(rows["cat"], value_set=pa.array(LAUNCHER_CATEGORIES))
@@ -304,19 +304,14 @@ def shape_args(args: Sequence[str | None]) -> list[tuple[str, str, str, str]]:
         decoded = _SHAPES.decode(("[" + ",".join(texts) + "]").encode())
     except (msgspec.DecodeError, msgspec.ValidationError):
         decoded = [_one_shape(t) for t in texts]
-    compacted: dict[bytes, str] = {}  # one layer's calls repeat their shapes: format each once
-    out = []
-    for found in decoded:
-        found = found or _NO_SHAPE
-        row = []
-        for f in _SHAPE_FIELDS:
-            raw = bytes(getattr(found, f))
-            text = compacted.get(raw)
-            if text is None:
-                text = compacted[raw] = _compact(raw)
-            row.append(text)
-        out.append(tuple(row))
-    return out  # type: ignore[return-value]
+    found = [d or _NO_SHAPE for d in decoded]
+    # one layer's calls repeat their shapes: each distinct text formatted once
+    columns = []
+    for f in _SHAPE_FIELDS:
+        raws = [bytes(getattr(d, f)) for d in found]
+        compact = {raw: _compact(raw) for raw in dict.fromkeys(raws)}
+        columns.append([compact[raw] for raw in raws])
+    return list(zip(*columns, strict=True))
 
 
 def _one_shape(text: str) -> _ShapeArgs | None:
@@ -336,9 +331,11 @@ def launcher_rows(
     window: StepWindow | None,
     ops: OpArgs,
     top: int,
+    kernels: LaunchedKernels | None = None,
 ) -> tuple[list[Row], list[Row]]:
-    """The rank's `op_categories` and `op_shapes` rows."""
-    found = launchers(rows)
+    """The rank's `op_categories` and `op_shapes` rows (`kernels`: `launched_kernels(rows)`,
+    where the caller has them)."""
+    found = launchers(rows, kernels)
     if window is not None:
         found = found.within(window)
     if not len(found.ev_idx) and not len(found.orphan_ts):

@@ -17,14 +17,16 @@ import pyarrow.compute as pc
 from tracegraph.ingest.link import innermost_holding, range_parents
 
 from .analyses import Row
-from .launchers import busy_times, launched_kernels
+from .launchers import LaunchedKernels, busy_times, launched_kernels
 from .steps import StepWindow
 
 PREFIX = "nn.Module: "
 SEPARATOR = " > "
 
 
-def module_rows(rank: int, rows: pa.Table, window: StepWindow | None) -> list[Row]:
+def module_rows(
+    rank: int, rows: pa.Table, window: StepWindow | None, kernels: LaunchedKernels | None = None
+) -> list[Row]:
     """The rank's rows, one per module path, depth first (children after their parent, in the
     order their first calls start)."""
     name = pc.fill_null(rows["name"], "")
@@ -40,7 +42,8 @@ def module_rows(rank: int, rows: pa.Table, window: StepWindow | None) -> list[Ro
     paths = _paths(names, parent)
     ts = modules["ts"].to_numpy()
     dur = pc.fill_null(modules["dur"], 0).to_numpy()
-    kernels = launched_kernels(rows)  # each launched kernel: its call, start and end
+    if kernels is None:  # each launched kernel: its call, start and end
+        kernels = launched_kernels(rows)
     innermost = innermost_holding(modules, kernels.calls) if kernels.n else np.zeros(0, np.int64)
     inclusive = _busy_by_module(innermost, parent, kernels.ts, kernels.end, n, every_ancestor=True)
     own = _busy_by_module(innermost, parent, kernels.ts, kernels.end, n, every_ancestor=False)

@@ -23,7 +23,7 @@ from .cpu import CpuEvents
 from .cpu_findings import RankEvents, cpu_findings
 from .dtypes import dtype_casts
 from .findings import Finding, Ids, rank_findings
-from .launchers import launcher_rows
+from .launchers import launched_kernels, launcher_rows
 from .modules import module_rows
 from .op_args import EventOpArgs, OpArgs
 from .steps import StepWindow, rows_in, step_figures, windows_of
@@ -33,6 +33,8 @@ RANK_TABLES = (
     "steps", "temporal", "overlap", "kernel_types", "top_kernels", "idle", "launches", "queues",
     "gpu_annotations", "allocator", "op_categories", "op_shapes", "module_tree",
 )  # fmt: skip
+# the tables by operator and module, which a summary rank has not (`ingest --full-ranks`)
+OPERATOR_TABLES = ("op_categories", "op_shapes", "module_tree")
 
 
 @dataclass
@@ -53,6 +55,8 @@ class FindingInputs:
     casts: Any  # np.ndarray of ev_idx
     factories: list[Allocation]
     memory: pa.Table | None = None  # its MemoryEvent rows (`[memory]` instants), if any
+    # the per-operator tables (OPERATOR_TABLES); a summary worker leaves them to --full-ranks
+    operators: bool = True
 
 
 def rank_facts(
@@ -84,10 +88,12 @@ def rank_facts(
     rows["queues"] += analyses.queue_lengths(gpu)
     if inputs.memory is not None:
         rows["allocator"] += allocator_rows(gpu.rank, inputs.memory, windows, source.rows)
-    categories, shapes = launcher_rows(gpu.rank, source.rows, window, inputs.ops, top)
-    rows["op_categories"] += categories
-    rows["op_shapes"] += shapes
-    rows["module_tree"] += module_rows(gpu.rank, source.rows, window)
+    if inputs.operators:
+        kernels = launched_kernels(source.rows)
+        categories, shapes = launcher_rows(gpu.rank, source.rows, window, inputs.ops, top, kernels)
+        rows["op_categories"] += categories
+        rows["op_shapes"] += shapes
+        rows["module_tree"] += module_rows(gpu.rank, source.rows, window, kernels)
     events = source.rows if step is None else _during(source.rows, windows[0])
     figures = (rows["temporal"][-1], rows["overlap"][-1])
     ids = Ids(inputs.run_idx, gpu.rank)
@@ -121,5 +127,6 @@ def summarise(
         dtype_casts(ops, [rank])[rank],
         factory_calls(ops, [rank])[rank],
         memory_rows(events),
+        operators=False,  # ~4 ms a rank of 25: a fleet's summary does without them
     )
     return rank_facts(FrameSource(rank, rows), windows_of(steps).get(rank, []), None, top, inputs)
