@@ -230,14 +230,19 @@ def _module_outline(rows: pa.Table, out: TextIO) -> pa.Table:
     """The module tree to MODULE_DEPTH, each module indented under its parent."""
     if pc.max(rows["depth"]).as_py() > MODULE_DEPTH:
         out.write(f"  (to depth {MODULE_DEPTH}; every module: --format json or csv)\n")
-    rows = rows.filter(pc.less_equal(rows["depth"], MODULE_DEPTH))
+    return module_outline(rows.filter(pc.less_equal(rows["depth"], MODULE_DEPTH)))
+
+
+def module_outline(rows: pa.Table) -> pa.Table:
+    """`module_tree` rows with each module's own name indented under its parent's (no depth)."""
     names = [
         "  " * depth + path.rsplit(" > ", 1)[-1]
         for path, depth in zip(rows["module"].to_pylist(), rows["depth"].to_pylist(), strict=True)
     ]
-    return rows.set_column(
-        rows.column_names.index("module"), "module", pa.array(names)
-    ).drop_columns(["depth"])
+    column = pa.array(names, pa.string())
+    return rows.set_column(rows.column_names.index("module"), "module", column).drop_columns(
+        ["depth"]
+    )
 
 
 def _in_us(table: pa.Table) -> pa.Table:

@@ -17,7 +17,7 @@ from tracegraph.queries.report.ranks import rank_ranges
 
 from .. import keymap
 from ..messages import EventChosen, QueryFailed, ReportLoaded
-from ..report_view import TEXT_HIDES, finding_figures, finding_where
+from ..report_view import TEXT_HIDES, finding_figures, finding_where, module_outline
 from ..widgets.fit_table import FitTable
 from ..widgets.footer import StableFooter
 from ..widgets.format import cell, duration
@@ -150,15 +150,7 @@ def _step(step: int | None) -> str:
 
 def _fill(table: FitTable, data: pa.Table) -> None:
     if "module" in data.column_names:  # the tree as an outline: each module under its parent
-        names = [
-            "  " * depth + path.rsplit(" > ", 1)[-1]
-            for path, depth in zip(
-                data["module"].to_pylist(), data["depth"].to_pylist(), strict=True
-            )
-        ]
-        data = data.set_column(
-            data.column_names.index("module"), "module", pa.array(names, pa.string())
-        ).drop_columns(["depth"])
+        data = module_outline(data)
     shown = data.drop_columns([c for c in data.column_names if c in TEXT_HIDES])
     columns = [[cell(v) for v in shown.column(i).to_pylist()] for i in range(shown.num_columns)]
     table.fill(shown.column_names, [list(r) for r in zip(*columns, strict=True)])

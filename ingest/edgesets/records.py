@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -250,12 +251,18 @@ def run_source(store: GraphStore, run: str | None) -> RunSource:
 def rank_hosts(store: GraphStore, run: str) -> dict[int, str | None]:
     """Each rank's host, as its trace names it (None: unnamed, or a database from before
     tracegraph kept it)."""
-    if "host" not in store.properties("Rank"):
+    return rank_property(store, run, "host")
+
+
+def rank_property(store: GraphStore, run: str, name: str) -> dict[int, Any]:
+    """Each rank's Rank property `name` (none where the database is older than it)."""
+    if name not in store.properties("Rank"):
         return {}
     table = store.run(
-        "MATCH (k:Rank) WHERE k.run = $run RETURN k.rank AS rank, k.host AS host", {"run": run}
+        f"MATCH (k:Rank) WHERE k.run = $run RETURN k.rank AS rank, k.`{name}` AS value",
+        {"run": run},
     ).table
-    return dict(zip(table["rank"].to_pylist(), table["host"].to_pylist(), strict=True))
+    return dict(zip(table["rank"].to_pylist(), table["value"].to_pylist(), strict=True))
 
 
 def _ingested_at(store: GraphStore, run: str) -> str:

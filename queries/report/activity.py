@@ -110,9 +110,15 @@ def exact_activity(source: FrameSource) -> GpuActivity:
     device = _ints(gpu_rows, "pid", -1)
     lane = np.unique(device * (1 << 32) + (stream & 0xFFFFFFFF), return_inverse=True)[1]
     name = Strings.of(gpu_rows["name"])
-    calls = rows.filter(pc.equal(label, "Runtime")).select(["ev_idx", "cat", "correlation", "ts"])
-    owner = one_call_per_correlation(calls.rename_columns(["id", "cat", "correlation", "ts"]))
-    launch_ts, call_dur = _launch_of(gpu_rows, rows, owner)
+    calls = rows.filter(pc.equal(label, "Runtime")).select(
+        ["ev_idx", "cat", "correlation", "ts", "dur"]
+    )
+    owner = one_call_per_correlation(
+        calls.select(["ev_idx", "cat", "correlation", "ts"]).rename_columns(
+            ["id", "cat", "correlation", "ts"]
+        )
+    )
+    launch_ts, call_dur = _launch_of(gpu_rows, calls, owner)
     has = launch_ts != NO_LAUNCH
     launches = pa.table(
         {
@@ -141,29 +147,37 @@ def exact_activity(source: FrameSource) -> GpuActivity:
 
 
 def _launch_of(
-    gpu_rows: pa.Table, rows: pa.Table, owner: pa.Table
+    gpu_rows: pa.Table, calls: pa.Table, owner: pa.Table
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each GPU row's launching call: its start and duration (NO_LAUNCH, 0 where none)."""
-    n = gpu_rows.num_rows
-    launch_ts = np.full(n, NO_LAUNCH, np.int64)
-    call_dur = np.zeros(n, np.int64)
-    if owner.num_rows == 0 or n == 0:
-        return launch_ts, call_dur
-    corr = _ints(gpu_rows, "correlation", -1)
+    at = launching_calls(gpu_rows, calls, owner)
+    found = at >= 0
+    launch_ts = np.full(gpu_rows.num_rows, NO_LAUNCH, np.int64)
+    call_dur = np.zeros(gpu_rows.num_rows, np.int64)
+    launch_ts[found] = _ints(calls, "ts", 0)[at[found]]
+    call_dur[found] = _ints(calls, "dur", 0)[at[found]]
+    return launch_ts, call_dur
+
+
+def launching_calls(kernels: pa.Table, calls: pa.Table, owner: pa.Table) -> np.ndarray:
+    """Each kernel's launching call: its position in `calls` (the rank's runtime calls in file
+    order, as the archive keeps them), by correlation through `owner`
+    (`link.one_call_per_correlation` of those calls); -1 where none is known."""
+    out = np.full(kernels.num_rows, -1, np.int64)
+    if owner.num_rows == 0 or kernels.num_rows == 0:
+        return out
+    corr = _ints(kernels, "correlation", -1)
     keys = owner["correlation"].to_numpy()
-    order = np.argsort(keys)
+    order = np.argsort(keys, kind="stable")
     keys = keys[order]
     at = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
     found = (keys[at] == corr) & (corr >= 0)
     call_ev = owner["from_id"].to_numpy()[order][at]
-    ev_idx = rows["ev_idx"].to_numpy()
-    position = np.searchsorted(ev_idx, call_ev)  # the archive keeps rows in file order
-    position = np.minimum(position, len(ev_idx) - 1)
-    found &= ev_idx[position] == call_ev
-    all_ts, all_dur = _ints(rows, "ts", 0), _ints(rows, "dur", 0)
-    launch_ts[found] = all_ts[position[found]]
-    call_dur[found] = all_dur[position[found]]
-    return launch_ts, call_dur
+    call_ev_all = _ints(calls, "ev_idx", -1)  # file order: sorted
+    position = np.minimum(np.searchsorted(call_ev_all, call_ev), len(call_ev_all) - 1)
+    found &= call_ev_all[position] == call_ev
+    out[found] = position[found]
+    return out
 
 
 def hta_activity(source: FrameSource) -> GpuActivity:

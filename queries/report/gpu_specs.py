@@ -25,151 +25,46 @@ class GpuSpec:
         return self.matrix_tflops.get(precision)
 
 
-SPECS = {
-    s.name: s
-    for s in (
-        GpuSpec(
-            "H100 SXM",
-            {
-                "bf16": 989.4,
-                "fp16": 989.4,
-                "fp8": 1978.9,
-                "tf32": 494.7,
-                "fp32": 66.9,
-                "fp64": 66.9,
-            },
-            66.9,
-            3.35,
-        ),  # fmt: skip
-        GpuSpec(
-            "H100 PCIe",
-            {
-                "bf16": 756.5,
-                "fp16": 756.5,
-                "fp8": 1513.0,
-                "tf32": 378.0,
-                "fp32": 51.2,
-                "fp64": 51.2,
-            },
-            51.2,
-            2.0,
-        ),  # fmt: skip
-        GpuSpec(
-            "H100 NVL",
-            {
-                "bf16": 835.5,
-                "fp16": 835.5,
-                "fp8": 1670.5,
-                "tf32": 417.5,
-                "fp32": 60.0,
-                "fp64": 60.0,
-            },
-            60.0,
-            3.9,
-        ),  # fmt: skip
-        GpuSpec(
-            "GH200",
-            {
-                "bf16": 989.4,
-                "fp16": 989.4,
-                "fp8": 1978.9,
-                "tf32": 494.7,
-                "fp32": 66.9,
-                "fp64": 66.9,
-            },
-            66.9,
-            4.0,
-        ),  # fmt: skip
-        GpuSpec(
-            "H200",
-            {
-                "bf16": 989.4,
-                "fp16": 989.4,
-                "fp8": 1978.9,
-                "tf32": 494.7,
-                "fp32": 66.9,
-                "fp64": 66.9,
-            },
-            66.9,
-            4.8,
-        ),  # fmt: skip
-        GpuSpec(
-            "B200",
-            {
-                "bf16": 2250.0,
-                "fp16": 2250.0,
-                "fp8": 4500.0,
-                "tf32": 1100.0,
-                "fp32": 75.0,
-                "fp64": 37.0,
-            },
-            75.0,
-            8.0,
-        ),  # fmt: skip
-        GpuSpec(
-            "A100 80GB SXM",
-            {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5, "fp64": 19.5},
-            19.5,
-            2.039,
-        ),  # fmt: skip
-        GpuSpec(
-            "A100 80GB PCIe",
-            {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5, "fp64": 19.5},
-            19.5,
-            1.935,
-        ),  # fmt: skip
-        GpuSpec(
-            "A100 40GB",
-            {"bf16": 312.0, "fp16": 312.0, "tf32": 156.0, "fp32": 19.5, "fp64": 19.5},
-            19.5,
-            1.555,
-        ),  # fmt: skip
-        GpuSpec("V100", {"fp16": 125.0, "fp32": 15.7, "fp64": 7.8}, 15.7, 0.9),
-        GpuSpec(
-            "MI300X",
-            {
-                "bf16": 1307.4,
-                "fp16": 1307.4,
-                "fp8": 2614.9,
-                "tf32": 653.7,
-                "fp32": 163.4,
-                "fp64": 163.4,
-            },
-            163.4,
-            5.3,
-        ),  # fmt: skip
-        GpuSpec(
-            "MI300A",
-            {
-                "bf16": 980.6,
-                "fp16": 980.6,
-                "fp8": 1961.2,
-                "tf32": 490.3,
-                "fp32": 122.6,
-                "fp64": 122.6,
-            },
-            122.6,
-            5.3,
-        ),  # fmt: skip
-        GpuSpec(
-            "MI325X",
-            {
-                "bf16": 1307.4,
-                "fp16": 1307.4,
-                "fp8": 2614.9,
-                "tf32": 653.7,
-                "fp32": 163.4,
-                "fp64": 163.4,
-            },
-            163.4,
-            6.0,
-        ),  # fmt: skip
-        # an MI250X or MI250 is two dies, each a device of its own to PyTorch: one die's share
-        GpuSpec("MI250X", {"bf16": 191.5, "fp16": 191.5, "fp32": 47.9, "fp64": 47.9}, 23.9, 1.6),
-        GpuSpec("MI250", {"bf16": 181.0, "fp16": 181.0, "fp32": 45.3, "fp64": 45.3}, 22.6, 1.6),
-        GpuSpec("MI210", {"bf16": 181.0, "fp16": 181.0, "fp32": 45.3, "fp64": 45.3}, 22.6, 1.6),
-    )
-}
+def _spec(
+    name: str,
+    fp16: float,
+    bf16: float | None,
+    fp8: float | None,
+    tf32: float | None,
+    fp32: float,
+    fp64: float,
+    vector: float,
+    hbm_tbps: float,
+) -> GpuSpec:
+    """A GPU's peaks: dense fp16, bf16, fp8, tf32, fp32 and fp64 matrix TFLOP/s (None: no
+    such units), vector FP32 TFLOP/s, HBM TB/s."""
+    matrix = {"bf16": bf16, "fp16": fp16, "fp8": fp8, "tf32": tf32, "fp32": fp32, "fp64": fp64}
+    return GpuSpec(name, {k: v for k, v in matrix.items() if v is not None}, vector, hbm_tbps)
+
+
+# fmt: off
+# name, dense fp16, bf16, fp8, tf32, fp32, fp64 (matrix), fp32 vector, HBM TB/s
+_TABLE = (
+    ("H100 SXM", 989.4, 989.4, 1978.9, 494.7, 66.9, 66.9, 66.9, 3.35),
+    ("H100 PCIe", 756.5, 756.5, 1513.0, 378.0, 51.2, 51.2, 51.2, 2.0),
+    ("H100 NVL", 835.5, 835.5, 1670.5, 417.5, 60.0, 60.0, 60.0, 3.9),
+    ("GH200", 989.4, 989.4, 1978.9, 494.7, 66.9, 66.9, 66.9, 4.0),
+    ("H200", 989.4, 989.4, 1978.9, 494.7, 66.9, 66.9, 66.9, 4.8),
+    ("B200", 2250.0, 2250.0, 4500.0, 1100.0, 75.0, 37.0, 75.0, 8.0),
+    ("A100 80GB SXM", 312.0, 312.0, None, 156.0, 19.5, 19.5, 19.5, 2.039),
+    ("A100 80GB PCIe", 312.0, 312.0, None, 156.0, 19.5, 19.5, 19.5, 1.935),
+    ("A100 40GB", 312.0, 312.0, None, 156.0, 19.5, 19.5, 19.5, 1.555),
+    ("V100", 125.0, None, None, None, 15.7, 7.8, 15.7, 0.9),  # no bf16 units
+    ("MI300X", 1307.4, 1307.4, 2614.9, 653.7, 163.4, 163.4, 163.4, 5.3),
+    ("MI300A", 980.6, 980.6, 1961.2, 490.3, 122.6, 122.6, 122.6, 5.3),
+    ("MI325X", 1307.4, 1307.4, 2614.9, 653.7, 163.4, 163.4, 163.4, 6.0),
+    # an MI250X or MI250 is two dies, each a device of its own to PyTorch: one die's share
+    ("MI250X", 191.5, 191.5, None, None, 47.9, 47.9, 23.9, 1.6),
+    ("MI250", 181.0, 181.0, None, None, 45.3, 45.3, 22.6, 1.6),
+    ("MI210", 181.0, 181.0, None, None, 45.3, 45.3, 22.6, 1.6),
+)
+# fmt: on
+SPECS = {row[0]: _spec(*row) for row in _TABLE}
 # a device name as traces write it -> the spec (first match wins: the specific before the
 # general, `H100 PCIe` before `H100`); an A100 whose name says no 80GB is a 40GB part (the
 # PG509-200 of HTA's traces has 40 GB)

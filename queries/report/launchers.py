@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 
 from tracegraph.ingest.link import innermost_holding, one_call_per_correlation
 
+from .activity import launching_calls
 from .analyses import Row
 from .op_args import OpArgs
 from .steps import StepWindow
@@ -164,7 +165,7 @@ def launched_kernels(rows: pa.Table) -> LaunchedKernels:
             ["id", "cat", "correlation", "ts"]
         )
     )
-    call_of = _call_of_kernel(kernels, owner, calls)  # position in `calls`, -1: none
+    call_of = launching_calls(kernels, calls, owner)  # position in `calls`, -1: none
     launched = call_of >= 0
     all_ts = _ints(kernels, "ts")
     all_end = all_ts + _ints(kernels, "dur")
@@ -227,25 +228,6 @@ def launchers(rows: pa.Table, kernels: LaunchedKernels | None = None) -> Launche
     return Launchers(picked["ev_idx"], names, picked["ts"], picked["dur"],
                      counts.astype(np.int64), busy, k_names[first].tolist(), copies_only,
                      kernels.orphan_ts, kernels.orphan_end)  # fmt: skip
-
-
-def _call_of_kernel(kernels: pa.Table, owner: pa.Table, calls: pa.Table) -> np.ndarray:
-    """Each kernel's launching call (its position in `calls`; -1: none known)."""
-    out = np.full(kernels.num_rows, -1, np.int64)
-    if owner.num_rows == 0 or kernels.num_rows == 0:
-        return out
-    corr = _ints(kernels, "correlation")
-    keys = owner["correlation"].to_numpy()
-    order = np.argsort(keys, kind="stable")
-    keys = keys[order]
-    at = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
-    found = (keys[at] == corr) & (corr >= 0)
-    call_ev = owner["from_id"].to_numpy()[order][at]
-    call_ev_all = _ints(calls, "ev_idx")  # file order: sorted
-    position = np.minimum(np.searchsorted(call_ev_all, call_ev), len(call_ev_all) - 1)
-    found &= call_ev_all[position] == call_ev
-    out[found] = position[found]
-    return out
 
 
 def _busy(ts: np.ndarray, end: np.ndarray, first: np.ndarray, counts: np.ndarray) -> np.ndarray:

@@ -49,22 +49,32 @@ def module_rows(
     own = _busy_by_module(innermost, parent, kernels.ts, kernels.end, n, every_ancestor=False)
     counted = np.zeros(n, np.int64)
     np.add.at(counted, _ancestors_of(innermost[innermost >= 0], parent)[0], 1)
-    keep = np.ones(n, bool) if window is None else (ts >= window.ts) & (ts < window.end)
-    out: dict[str, Row] = {}
-    first: dict[str, int] = {}  # each path's first call
-    for i in np.flatnonzero(keep)[np.argsort(ts[keep], kind="stable")].tolist():
-        first.setdefault(paths[i], int(ts[i]))
-        row = out.setdefault(
-            paths[i],
-            {"rank": rank, "module": paths[i], "depth": paths[i].count(SEPARATOR), "calls": 0,
-             "cpu_ns": 0, "kernels": 0, "gpu_ns": 0, "self_gpu_ns": 0},
-        )  # fmt: skip
-        row["calls"] += 1
-        row["cpu_ns"] += int(dur[i])
-        row["kernels"] += int(counted[i])
-        row["gpu_ns"] += int(inclusive[i])
-        row["self_gpu_ns"] += int(own[i])
-    return [out[path] for path in sorted(out, key=lambda path: _tree_key(path, first))]
+    keep = np.flatnonzero(
+        np.ones(n, bool) if window is None else (ts >= window.ts) & (ts < window.end)
+    )
+    if not len(keep):
+        return []
+    distinct, code = np.unique(
+        np.array([paths[i] for i in keep.tolist()], object), return_inverse=True
+    )
+    code = code.reshape(-1)
+
+    def total(values: np.ndarray) -> list[int]:
+        out = np.zeros(len(distinct), np.int64)
+        np.add.at(out, code, values[keep].astype(np.int64))
+        return out.tolist()
+
+    first = np.full(len(distinct), np.iinfo(np.int64).max)
+    np.minimum.at(first, code, ts[keep])  # each path's first call
+    calls = np.bincount(code, minlength=len(distinct)).tolist()
+    figures = zip(calls, total(dur), total(counted), total(inclusive), total(own), strict=True)
+    rows = [
+        {"rank": rank, "module": path, "depth": path.count(SEPARATOR), "calls": c, "cpu_ns": cpu,
+         "kernels": k, "gpu_ns": gpu, "self_gpu_ns": mine}
+        for path, (c, cpu, k, gpu, mine) in zip(distinct.tolist(), figures, strict=True)
+    ]  # fmt: skip
+    first_of = dict(zip(distinct.tolist(), first.tolist(), strict=True))
+    return sorted(rows, key=lambda row: _tree_key(row["module"], first_of))
 
 
 def _tree_key(path: str, first: dict[str, int]) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 
+from tracegraph.ingest.edgesets.records import rank_property
 from tracegraph.ingest.store import GraphStore
 
 from .analyses import Row
@@ -80,12 +81,7 @@ def _roofline(
 def rank_gpus(store: GraphStore, run: str) -> dict[int, str | None]:
     """Each rank's GPU as its trace names it (None: unnamed, or a database from before
     tracegraph kept it)."""
-    if "gpu" not in store.properties("Rank"):
-        return {}
-    table = store.run(
-        "MATCH (k:Rank) WHERE k.run = $run RETURN k.rank AS rank, k.gpu AS gpu", {"run": run}
-    ).table
-    return dict(zip(table["rank"].to_pylist(), table["gpu"].to_pylist(), strict=True))
+    return rank_property(store, run, "gpu")
 
 
 def _value(text: str) -> object:

@@ -14,15 +14,21 @@ from tracegraph.queries.report import build_report
 from .conftest import SIZE, make_app, pilot_test, settle
 
 
+async def _open_report(app, pilot) -> ReportScreen:  # noqa: ANN001
+    """The Report screen (key 6), its report loaded."""
+    await settle(pilot)
+    await pilot.press("6")
+    await settle(pilot)
+    screen = app.screen
+    assert isinstance(screen, ReportScreen) and screen.report is not None
+    return screen
+
+
 @pilot_test
 async def test_findings_open_their_evidence_in_the_inspector(synthetic_db: Path) -> None:
     app = make_app(synthetic_db)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await pilot.press("6")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, ReportScreen) and screen.report is not None
+        screen = await _open_report(app, pilot)
         want = build_report(synthetic_db, app.store, screen.report.run)
         assert [f.kind for f in screen.report.findings] == [f.kind for f in want.findings]
         table = screen.query_one("#findings", DataTable)
@@ -58,11 +64,7 @@ async def test_operators_roofline_modules_and_memory_tabs(tmp_path: Path) -> Non
     tracegraph.open(db).ingest(trace, run="h100")
     app = make_app(db)
     async with app.run_test(size=SIZE) as pilot:
-        await settle(pilot)
-        await pilot.press("6")
-        await settle(pilot)
-        screen = app.screen
-        assert isinstance(screen, ReportScreen) and screen.report is not None
+        screen = await _open_report(app, pilot)
         for name in ("op_shapes", "op_perf", "module_tree", "allocator"):
             table = screen.query_one(f"#{name}", DataTable)
             assert table.row_count == screen.report.tables[name].num_rows > 0, name
