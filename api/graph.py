@@ -416,13 +416,16 @@ class Graph:
         with self.reading() as store:
             return memory_timeline(store, run, rank)
 
-    def compare(self, other: str, *, run: str | None = None, rows: int = 30) -> RunComparison:
+    def compare(
+        self, other: str, *, run: str | None = None, rows: int = 30, rank: int | None = None
+    ) -> RunComparison:
         """Run `run` (the only other run when None) against run `other`: step times matched by
-        order, and the `rows` ops and kernels whose time per rank and step changed most."""
+        order, the `rows` ops and kernels whose time per rank and step changed most, and
+        `rank`'s call trees (each run's first rank when None) matched op by op."""
         from .queries.report.compare import compare_runs
 
         with self.reading() as store:
-            return compare_runs(store, run, other, rows)
+            return compare_runs(store, run, other, rows, rank)
 
     def export_perfetto(
         self,

@@ -25,7 +25,7 @@ REPORT_TABLES = (
     "findings", "spread", "nodes", "steps", "temporal", "overlap", "kernel_types", "top_kernels",
     "idle", "launches", "queues", "memory", "gpu_annotations", "allocator", "op_categories",
     "op_shapes", "op_perf", "module_tree", "collectives", "collective_ranks",
-    "stragglers", "unmatched", "kernels", "ops",
+    "stragglers", "unmatched", "kernels", "ops", "structure",
 )  # fmt: skip
 
 
@@ -381,15 +381,16 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--compare",
         metavar="OTHER_RUN",
-        help="instead: this run against OTHER_RUN (steps, ops and kernels side by side)",
+        help="instead: this run against OTHER_RUN (steps, ops and kernels side by side, and "
+        "one rank's call trees matched op by op: --rank N, else each run's first)",
     )
     options.output_format(p, ("table", "json", "csv"))
     options.width(p)
     p.add_argument(
         "--table",
         choices=REPORT_TABLES,
-        help="with --format csv: the table to print (default findings; kernels and ops: "
-        "with --compare, whose tables are steps, kernels and ops)",
+        help="with --format csv: the table to print (default findings; kernels, ops and "
+        "structure: with --compare, whose tables are steps, kernels, ops and structure)",
     )
     p.set_defaults(handler="report")
 

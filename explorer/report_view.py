@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -272,7 +273,9 @@ def write_comparison(
     tables = comparison.tables()
     if fmt == "csv":
         if table not in tables:
-            raise TracegraphError("--compare --format csv: --table steps, kernels or ops")
+            raise TracegraphError(
+                "--compare --format csv: --table steps, kernels, ops or structure"
+            )
         out.write(output.render(tables[table], "csv"))
         return
     a, b = comparison.a, comparison.b
@@ -283,6 +286,68 @@ def write_comparison(
         "ops": "CPU ops by name: calls and µs per rank and step, largest changes first",
     }
     for name, shown in tables.items():
-        out.write(f"\n{titles[name]}:\n")
+        if name == "structure":
+            shown = _structure_view(shown, STRUCTURE_ROWS)
+            out.write(f"\n{structure_phrase(comparison.structure_summary)}\n")
+        else:
+            out.write(f"\n{titles[name]}:\n")
         text = output.render(shown, max_width=width) if shown.num_rows else "none\n"
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
+
+
+STRUCTURE_ROWS = 20  # the text's rows; JSON and CSV have them all
+
+
+def structure_phrase(summary: Mapping[str, Any]) -> str:
+    """What the structural match compared and how much of it has a counterpart."""
+    steps = summary["steps"]
+    which = f"{steps} step(s) in order" if steps else "the whole traces (a run without steps)"
+    if steps and summary["steps_a"] != summary["steps_b"]:
+        which += f" (A has {summary['steps_a']}, B {summary['steps_b']})"
+    a_nodes, b_nodes, matched = summary["a_nodes"], summary["b_nodes"], summary["matched"]
+    gpu = ""
+    if summary["a_gpu_us"] or summary["b_gpu_us"]:
+        gpu = (
+            f"; kernel time under matched top-level calls: A {summary['a_gpu_matched_us']:,.1f} "
+            f"of {summary['a_gpu_us']:,.1f} µs, B {summary['b_gpu_matched_us']:,.1f} of "
+            f"{summary['b_gpu_us']:,.1f} µs"
+        )
+    return (
+        f"call trees matched op by op (rank {summary['rank_a']} of A, rank {summary['rank_b']} "
+        f"of B; {which}): {matched:,} of A's {a_nodes:,} calls and of B's {b_nodes:,} have a "
+        f"counterpart, {summary['only_a']:,} only in A, {summary['only_b']:,} only in B{gpu}; "
+        "largest change in a call's own time first (µs, summed over the steps):"
+    )
+
+
+def _structure_view(table: pa.Table, rows: int) -> pa.Table:
+    """The text's columns of the `structure` table, its first `rows` rows."""
+    shown = table.slice(0, rows)
+    return pa.table(
+        {
+            "path": [_tail(p) for p in shown["path"].to_pylist()],
+            "status": shown["status"],
+            "calls": [
+                f"{a}/{b}"
+                for a, b in zip(
+                    shown["a_calls"].to_pylist(), shown["b_calls"].to_pylist(), strict=True
+                )
+            ],
+            "a_cpu": _rounded(shown["a_cpu_us"]),
+            "b_cpu": _rounded(shown["b_cpu_us"]),
+            "a_gpu": _rounded(shown["a_gpu_us"]),
+            "b_gpu": _rounded(shown["b_gpu_us"]),
+            "Δself_cpu": _rounded(shown["delta_self_cpu_us"]),
+            "Δself_gpu": _rounded(shown["delta_self_gpu_us"]),
+        }  # fmt: skip
+    )
+
+
+def _tail(path: str, keep: int = 3) -> str:
+    """A path's last `keep` names (… before them)."""
+    names = path.split(" > ")
+    return " > ".join(names if len(names) <= keep else ["…", *names[-keep:]])
+
+
+def _rounded(column: pa.ChunkedArray) -> list[float]:
+    return [round(v, 1) for v in column.to_pylist()]

@@ -15,7 +15,7 @@ from ..report_view import write_comparison, write_report
 from .common import UsageError, write_json, write_text
 from .traces import resolve_database
 
-COMPARE_ONLY = ("kernels", "ops")  # tables of `--compare` alone (its steps table is its own)
+COMPARE_ONLY = ("kernels", "ops", "structure")  # tables of `--compare` alone (and its steps)
 
 if TYPE_CHECKING:
     from tracegraph.ingest.store import GraphStore
@@ -60,7 +60,10 @@ def _report(args: argparse.Namespace, store: GraphStore) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    comparison = tracegraph.open(args.db).compare(args.compare, run=args.run)
+    if args.rank is not None and len(args.rank) > 1:
+        raise TracegraphError("--compare: one --rank (the rank whose call trees are matched)")
+    rank = None if args.rank is None else args.rank[0]
+    comparison = tracegraph.open(args.db).compare(args.compare, run=args.run, rank=rank)
     write_comparison(sys.stdout, comparison, args.format, args.table, options.max_width(args))
     return 0
 

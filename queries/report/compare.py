@@ -1,5 +1,6 @@
 """Run-to-run comparison (`report --compare OTHER`): step times, and ops and kernels by name,
-side by side with their deltas, per rank and step so that runs of different lengths compare.
+side by side with their deltas, per rank and step so that runs of different lengths compare;
+and one rank's call trees matched by structure (`structure`).
 
 Steps are matched by their order in each run (the first profiled step with the first), since
 ProfilerStep numbers depend on when profiling started. Op and kernel times are totals over the
@@ -12,9 +13,14 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+from tracegraph.ingest.edgesets.records import run_source
 from tracegraph.ingest.errors import UnknownRunError
 from tracegraph.ingest.runs import resolve_run
 from tracegraph.ingest.store import GraphStore
+
+from .report import ReportError, archived_rank_sources
+from .steps import step_windows
+from .structure import StructureDiff, call_tree, structure_diff
 
 DEFAULT_ROWS = 30
 
@@ -28,18 +34,27 @@ class RunComparison:
     steps: pa.Table  # step (order), a_ms, b_ms, delta_ms (medians across ranks)
     kernels: pa.Table  # name, a_count, b_count, a_us, b_us, delta_us (per rank and step)
     ops: pa.Table  # the same for CPU ops (cpu_op events)
+    structure: pa.Table  # rank_a's and rank_b's call trees matched (`structure.structure_diff`)
+    structure_summary: dict[str, object]  # the ranks and steps compared, nodes matched
 
     def tables(self) -> dict[str, pa.Table]:
-        return {"steps": self.steps, "kernels": self.kernels, "ops": self.ops}
+        return {"steps": self.steps, "kernels": self.kernels, "ops": self.ops,
+                "structure": self.structure}  # fmt: skip
 
     def to_json(self) -> dict[str, object]:
-        return {"a": self.a, "b": self.b, **{k: t.to_pylist() for k, t in self.tables().items()}}
+        tables = {k: t.to_pylist() for k, t in self.tables().items()}
+        return {"a": self.a, "b": self.b, **tables, "structure_summary": self.structure_summary}
 
 
 def compare_runs(
-    store: GraphStore, a: str | None, b: str, rows: int = DEFAULT_ROWS
+    store: GraphStore,
+    a: str | None,
+    b: str,
+    rows: int = DEFAULT_ROWS,
+    rank: int | None = None,
 ) -> RunComparison:
-    """Run `a` (the database's only other run when None) against run `b`."""
+    """Run `a` (the database's only other run when None) against run `b`; their call trees
+    matched on `rank` (each run's first rank when None)."""
     b, _ = resolve_run(store, b)
     if a is None:
         names = store.run("MATCH (r:Run) RETURN r.name AS name").table["name"].to_pylist()
@@ -65,13 +80,41 @@ def compare_runs(
                 "delta_ms": None if x is None or y is None else round(y - x, 3),
             }  # fmt: skip
         )
+    structure = _structure(store, a, b, rank)
     return RunComparison(
         a,
         b,
         pa.Table.from_pylist(step_rows, schema=_STEPS),
         _by_name(store, "Kernel", "", a, b, rows),
         _by_name(store, "Op", "AND n.cat = 'cpu_op'", a, b, rows),
+        structure.rows,
+        structure.summary,
     )
+
+
+def _structure(store: GraphStore, a: str, b: str, rank: int | None) -> StructureDiff:
+    """Rank `rank` (else each run's first loaded rank) of run a and run b, matched."""
+    trees, windows, ranks = [], [], []
+    for run in (a, b):
+        source = run_source(store, run)
+        loaded = sorted(source.files)
+        if not loaded:
+            raise ReportError(
+                f"{store.path}: run '{run}' has only summaries: its call trees are not loaded "
+                "(ingest --full-ranks)"
+            )
+        chosen = loaded[0] if rank is None else rank
+        if chosen not in loaded:
+            raise ReportError(
+                f"{store.path}: run '{run}' has no loaded rank {chosen} (ranks: {loaded})"
+            )
+        (frame,) = archived_rank_sources(store.path, store, source, [chosen])
+        trees.append(call_tree(frame.rows))
+        windows.append(step_windows(store, run).get(chosen, []))
+        ranks.append(chosen)
+    diff = structure_diff(trees[0], trees[1], windows[0], windows[1])
+    diff.summary.update({"rank_a": ranks[0], "rank_b": ranks[1]})
+    return diff
 
 
 def _step_times(store: GraphStore, run: str) -> list[float]:

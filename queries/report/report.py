@@ -151,7 +151,7 @@ def build_report(
         [] if not hta_compatible and wanted == sorted(source.files) and not summarised else None
     )
     loaded = [r for r in wanted if r not in summarised]
-    for frame_source in _rank_sources(db, store, source, loaded):
+    for frame_source in archived_rank_sources(db, store, source, loaded):
         if builds is not None:
             builds.append(build_rank(frame_source, NativeOptions(), Window(), all_steps=True))
         rank = frame_source.rank
@@ -302,7 +302,7 @@ def _the_step(
     )
 
 
-def _rank_sources(
+def archived_rank_sources(
     db: Path, store: GraphStore, source: RunSource, ranks: list[int]
 ) -> Iterator[FrameSource]:
     """Each rank's archived rows, one rank held at a time (a run ingested before archives:

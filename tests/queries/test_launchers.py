@@ -45,6 +45,18 @@ def _events(path: Path) -> list[dict]:
     return doc["traceEvents"] if isinstance(doc, dict) else doc
 
 
+def json_launch_owners(complete: list[tuple[int, dict]]) -> dict[Any, tuple[bool, int, int]]:
+    """Per correlation id, the call that launched it, from the raw JSON's complete events
+    (index, event): (a driver call?, ts, index), the runtime call before the driver's."""
+    owner: dict[Any, tuple[bool, int, int]] = {}
+    for i, e in complete:
+        corr = (e.get("args") or {}).get("correlation")
+        if e.get("cat") in RUNTIME and corr is not None:
+            mine = (e.get("cat") == "cuda_driver", _ns(e["ts"]), i)
+            owner[corr] = min(owner.get(corr, mine), mine)
+    return owner
+
+
 def json_launchers(path: Path) -> dict[tuple, dict[str, Any]]:
     """Per launcher (('op', index) or ('call', index) in traceEvents): its name, args, kernels,
     kernel intervals and first kernel's name, from the raw JSON."""
@@ -56,13 +68,7 @@ def json_launchers(path: Path) -> dict[tuple, dict[str, Any]]:
             ops[(e.get("pid"), e.get("tid"))].append(
                 (_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), i)
             )
-    owner: dict[Any, tuple] = {}  # correlation -> (driver?, ts, index)
-    for i, e in complete:
-        corr = (e.get("args") or {}).get("correlation")
-        if e.get("cat") in RUNTIME and corr is not None:
-            mine = (e.get("cat") == "cuda_driver", _ns(e["ts"]), i)
-            if corr not in owner or mine < owner[corr]:
-                owner[corr] = mine
+    owner = json_launch_owners(complete)
     out: dict[tuple, dict[str, Any]] = {}
     for _, e in sorted(complete, key=lambda x: (_ns(x[1]["ts"]), _ns(x[1]["dur"]), x[0])):
         corr = (e.get("args") or {}).get("correlation")

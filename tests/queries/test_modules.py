@@ -14,7 +14,7 @@ import pytest
 import tracegraph
 
 from ..conftest import TRACES
-from .test_launchers import GPU, RUNTIME, _busy, _events, _ns
+from .test_launchers import GPU, _busy, _events, _ns, json_launch_owners
 
 TRACES_WITH_MODULES = {
     "h100": ["tracelens/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"],
@@ -48,12 +48,7 @@ def json_modules(path: Path) -> dict[str, dict[str, Any]]:
         name = events[i]["name"][len(PREFIX) :]
         return name if parent[i] is None else path(parent[i]) + " > " + name
 
-    owner: dict[Any, tuple] = {}
-    for i, e in complete:
-        corr = (e.get("args") or {}).get("correlation")
-        if e.get("cat") in RUNTIME and corr is not None:
-            mine = (e.get("cat") == "cuda_driver", _ns(e["ts"]), i)
-            owner[corr] = min(owner.get(corr, mine), mine)
+    owner = json_launch_owners(complete)
     inside: dict[int, list[tuple[int, int]]] = defaultdict(list)  # inclusive, per call
     own: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for _, e in complete:

@@ -14,7 +14,7 @@ from tracegraph.queries.report.activity import exact_activity
 from tracegraph.queries.report.analyses import queue_lengths
 
 from ..conftest import TRACES
-from .test_launchers import GPU, RUNTIME, _events, _ns
+from .test_launchers import GPU, _events, _ns, json_launch_owners
 
 H100 = TRACES / "tracelens/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 
@@ -22,12 +22,7 @@ H100 = TRACES / "tracelens/traces/h100/Qwen_Qwen1.5-0.5B-Chat__1016005.json.gz"
 def json_waiting(path, full_at: int) -> dict[int, int]:  # noqa: ANN001
     """Per stream: ns with >= full_at kernels launched and not yet started."""
     events = _events(path)
-    owner: dict = {}
-    for i, e in enumerate(events):
-        corr = (e.get("args") or {}).get("correlation")
-        if e.get("ph") == "X" and e.get("cat") in RUNTIME and corr is not None:
-            mine = (e.get("cat") == "cuda_driver", _ns(e["ts"]), i)
-            owner[corr] = min(owner.get(corr, mine), mine)
+    owner = json_launch_owners([(i, e) for i, e in enumerate(events) if e.get("ph") == "X"])
     changes: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for e in events:
         corr = (e.get("args") or {}).get("correlation")
