@@ -381,6 +381,7 @@ class Graph:
         hta_compatible: bool = False,
         top: int = 10,  # queries/report/report.py DEFAULT_TOP (held by a test)
         gpu: str | None = None,
+        sequence_op: str | None = None,
     ) -> Report:
         """HTA's standard analyses of every rank of the run (or of `ranks`), from its archive:
         temporal breakdown, comm/comp overlap, kernel types and top kernels, idle time by
@@ -389,7 +390,8 @@ class Graph:
         work. `hta_compatible` reproduces HTA 0.5.0's figures (its µs
         rounding, its window without the last ProfilerStep) and gives no findings. `gpu`
         (`h100`, `mi300x`, ...) names the GPU of every rank for the operators' roofline,
-        where the traces do not name it."""
+        where the traces do not name it. `sequence_op` names the calls whose kernel sequences
+        `kernel_sequences` counts (names holding it; else the CPU ops Python called)."""
         from .queries.report import build_report
 
         with self.reading() as store:
@@ -402,6 +404,7 @@ class Graph:
                 hta_compatible=hta_compatible,
                 top=top,
                 gpu=gpu,
+                sequence_op=sequence_op,
             )
 
     def memory_timeline(self, run: str | None = None, *, rank: int | None = None) -> pa.Table:

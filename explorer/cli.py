@@ -25,7 +25,7 @@ REPORT_TABLES = (
     "findings", "spread", "nodes", "steps", "temporal", "overlap", "kernel_types", "top_kernels",
     "idle", "launches", "queues", "memory", "gpu_annotations", "allocator", "op_categories",
     "op_shapes", "op_perf", "module_tree", "collectives", "collective_ranks",
-    "stragglers", "unmatched", "kernels", "ops", "structure",
+    "stragglers", "unmatched", "kernel_sequences", "kernels", "ops", "structure",
 )  # fmt: skip
 
 
@@ -374,6 +374,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="every rank's GPU for the operators' roofline (h100, a100, b200, mi300x, ...), "
         "where the traces do not name it",
+    )
+    p.add_argument(
+        "--sequence-op",
+        metavar="NAME",
+        help="kernel_sequences: the kernels launched by each call whose name holds NAME "
+        "(outermost), e.g. aten::linear (default: each CPU op Python called)",
     )
     p.add_argument(
         "--html", type=Path, metavar="FILE", help="also write the report as one HTML page"

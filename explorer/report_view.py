@@ -16,10 +16,12 @@ from tracegraph.ingest.schema import MAX_EV
 from tracegraph.queries.report import HTA_MODE, Report
 from tracegraph.queries.report.compare import RunComparison
 from tracegraph.queries.report.findings import Finding
+from tracegraph.queries.report.kernel_sequences import SEPARATOR as SEQUENCE_SEPARATOR
 from tracegraph.queries.report.ranks import rank_ranges, ranks_phrase
 from tracegraph.queries.report.summary_tier import standing_out, typical_rank
 
 from . import output
+from .names import shorten_all
 
 MANY_RANKS = 16  # past this many ranks, the text's per-rank tables keep the ranks that matter
 
@@ -45,6 +47,8 @@ TITLES = {
     "shapes; roofline_pct: the time at peak as a share of the kernels')",
     "module_tree": "by nn.Module (python frames, with_stack=True): calls, CPU time and the GPU "
     "work launched inside each module (inclusive; self: outside its child modules)",
+    "kernel_sequences": "the most frequent kernel sequences: each call's kernels in start order "
+    "(--sequence-op NAME: calls of NAME; else the CPU ops Python called), 2 kernels or more",
     "allocator": "the caching allocator per device and step ([memory] events): allocated and "
     "freed, at the start, the end and the peak (when, inside what), reserved, and allocations "
     "freed within the step",
@@ -59,6 +63,7 @@ TITLES = {
 # tables the text shows only when they have rows
 QUIET_WHEN_EMPTY = (
     "unmatched", "gpu_annotations", "allocator", "op_shapes", "op_perf", "module_tree",
+    "kernel_sequences",
 )  # fmt: skip
 # columns the text leaves to --format json/csv (lists, and what makes a row too wide to read)
 TEXT_HIDES = ("names", "waits_ns", "input_strides", "concrete_inputs", "gpu_min_ns", "gpu_max_ns",
@@ -142,7 +147,7 @@ def write_report(
                 _write_nodes(out, rows, width)
             continue
         if (
-            name in ("unmatched", "gpu_annotations", "allocator", "op_shapes")
+            name in ("unmatched", "gpu_annotations", "allocator", "op_shapes", "kernel_sequences")
             and rows.num_rows == 0
         ):
             continue  # said only where some are
@@ -159,6 +164,8 @@ def write_report(
             )
         if name == "module_tree":
             rows = _module_outline(rows, out)
+        if name == "kernel_sequences":
+            rows = _sequences_shortened(rows)
         hidden = [c for c in rows.column_names if c in TEXT_HIDES]
         shown = _in_us(rows.drop_columns(hidden))
         text = output.render(shown, max_width=width)
@@ -295,6 +302,16 @@ def write_comparison(
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
 
 
+def _sequences_shortened(rows: pa.Table) -> pa.Table:
+    """`kernel_sequences` with each kernel name of a sequence shortened (`names.shorten_all`)."""
+    sequences = [s.split(SEQUENCE_SEPARATOR) for s in rows["sequence"].to_pylist()]
+    every = [k for kernels in sequences for k in kernels]
+    short = dict(zip(every, shorten_all(every, SEQUENCE_NAME_WIDTH), strict=True))
+    text = [" | ".join(short[k] for k in kernels) for kernels in sequences]
+    return rows.set_column(rows.column_names.index("sequence"), "sequence", pa.array(text))
+
+
+SEQUENCE_NAME_WIDTH = 32  # a kernel's name in the text's sequences
 STRUCTURE_ROWS = 20  # the text's rows; JSON and CSV have them all
 
 

@@ -50,6 +50,7 @@ def _report(args: argparse.Namespace, store: GraphStore) -> None:
         hta_compatible=args.hta_compatible,
         top=args.top,
         gpu=args.gpu,
+        sequence_op=args.sequence_op,
     )
     if args.html is not None:
         from ..report_html import report_html

@@ -62,6 +62,7 @@ def report_json(report: Report) -> dict[str, Any]:
     allocator = _by_rank(t["allocator"])
     categories, shapes = _by_rank(t["op_categories"]), _by_rank(t["op_shapes"])
     perf, modules = _by_rank(t["op_perf"]), _by_rank(t["module_tree"])
+    sequences = _by_rank(t["kernel_sequences"])
     ranks = []
     for rank in report.ranks:
         tr = temporal.get(rank, {})
@@ -153,6 +154,15 @@ def report_json(report: Report) -> dict[str, Any]:
                     }
                     for m in modules.get(rank, [])
                 ],  # fmt: skip
+                "kernel_sequences": [
+                    {
+                        **{k: s[k] for k in ("op", "sequence", "kernels", "count")},
+                        "kernel_us": _us(s["kernel_ns"]),
+                        "cpu_us": _us(s["cpu_ns"]),
+                        "first_ev_idx": s["first_ev_idx"],
+                    }
+                    for s in sequences.get(rank, [])
+                ],
             }
         )
     stragglers = {s["step"]: s for s in t["stragglers"]}

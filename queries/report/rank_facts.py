@@ -23,6 +23,7 @@ from .cpu import CpuEvents
 from .cpu_findings import RankEvents, cpu_findings
 from .dtypes import dtype_casts
 from .findings import Finding, Ids, rank_findings
+from .kernel_sequences import sequence_rows
 from .launchers import launched_kernels, launcher_rows
 from .modules import module_rows
 from .op_args import EventOpArgs, OpArgs
@@ -32,9 +33,10 @@ from .steps import StepWindow, rows_in, step_figures, windows_of
 RANK_TABLES = (
     "steps", "temporal", "overlap", "kernel_types", "top_kernels", "idle", "launches", "queues",
     "gpu_annotations", "allocator", "op_categories", "op_shapes", "module_tree",
+    "kernel_sequences",
 )  # fmt: skip
 # the tables by operator and module, which a summary rank has not (`ingest --full-ranks`)
-OPERATOR_TABLES = ("op_categories", "op_shapes", "module_tree")
+OPERATOR_TABLES = ("op_categories", "op_shapes", "module_tree", "kernel_sequences")
 
 
 @dataclass
@@ -57,6 +59,7 @@ class FindingInputs:
     memory: pa.Table | None = None  # its MemoryEvent rows (`[memory]` instants), if any
     # the per-operator tables (OPERATOR_TABLES); a summary worker leaves them to --full-ranks
     operators: bool = True
+    sequence_op: str | None = None  # the calls whose kernel sequences count (None: CPU ops')
 
 
 def rank_facts(
@@ -94,6 +97,9 @@ def rank_facts(
         rows["op_categories"] += categories
         rows["op_shapes"] += shapes
         rows["module_tree"] += module_rows(gpu.rank, source.rows, window, kernels)
+        rows["kernel_sequences"] += sequence_rows(
+            gpu.rank, source.rows, window, top, inputs.sequence_op, kernels=kernels
+        )
     events = source.rows if step is None else _during(source.rows, windows[0])
     figures = (rows["temporal"][-1], rows["overlap"][-1])
     ids = Ids(inputs.run_idx, gpu.rank)

@@ -110,10 +110,13 @@ def build_report(
     hta_compatible: bool = False,
     top: int = DEFAULT_TOP,
     gpu: str | None = None,
+    sequence_op: str | None = None,
 ) -> Report:
     """The report of `run` (the database's only run when None), of every rank or of `ranks`,
     over every step or the GPU work of ProfilerStep#`step` (see `steps`); `gpu` names every
-    rank's GPU for the roofline (else each trace's own device name)."""
+    rank's GPU for the roofline (else each trace's own device name); `sequence_op` the calls whose
+    kernel sequences `kernel_sequences` counts (names holding it; else the CPU ops Python
+    called)."""
     if step is not None and hta_compatible:
         raise ReportError("--step: HTA's analyses cover the whole trace; drop --hta-compatible")
     if gpu is not None and spec_for(gpu) is None:
@@ -158,7 +161,10 @@ def build_report(
         inputs = None
         if not hta_compatible:
             memory = stored_events(store, source.run_idx, rank)
-            inputs = FindingInputs(source.run_idx, ops, casts[rank], factories[rank], memory)
+            inputs = FindingInputs(
+                source.run_idx, ops, casts[rank], factories[rank], memory,
+                sequence_op=sequence_op,
+            )  # fmt: skip
         facts = rank_facts(frame_source, windows.get(rank, []), step, top, inputs)
         for name, more in facts.rows.items():
             rows[name] += more
