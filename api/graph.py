@@ -419,6 +419,30 @@ class Graph:
         with self.reading() as store:
             return memory_timeline(store, run, rank)
 
+    def queue_length_series(
+        self, run: str | None = None, *, rank: int | None = None, hta_compatible: bool = False
+    ) -> pa.Table:
+        """Per rank and stream, the kernels launched and not yet started over time (rank,
+        stream, ts, queued: one row where the count changes; HTA's
+        `get_queue_length_time_series`), of every loaded rank or of `rank`; `hta_compatible`:
+        in HTA 0.5.0's reading (ts in whole µs from the trace's start, the last ProfilerStep
+        left out)."""
+        from .queries.report.series import run_series
+
+        with self.reading() as store:
+            return run_series(store, run, rank, "queue", hta_compatible)
+
+    def memory_bandwidth_series(
+        self, run: str | None = None, *, rank: int | None = None
+    ) -> pa.Table:
+        """Per rank and copy kind, the summed bandwidth of the copies running over time (rank,
+        kind, ts, gbps: one row where it changes; each copy its recorded bytes over its
+        duration; HTA's `get_memory_bw_time_series`), of every loaded rank or of `rank`."""
+        from .queries.report.series import run_series
+
+        with self.reading() as store:
+            return run_series(store, run, rank, "bandwidth")
+
     def compare(
         self, other: str, *, run: str | None = None, rows: int = 30, rank: int | None = None
     ) -> RunComparison:
