@@ -2,8 +2,10 @@
 FLOPs and bytes for GEMMs (`mm`, `addmm`, `bmm`, `baddbmm`, `_scaled_mm`), attention
 (`_flash_attention_*`, `_efficient_attention_*`, `_scaled_dot_product_flash_attention*`,
 `_scaled_dot_product_efficient_attention*`), convolution (`convolution`, `_convolution`,
-`cudnn_convolution`, `miopen_convolution`, not transposed) and elementwise ops (unary and
-binary, with broadcasting). The formulas are TraceLens's (PerfModel), written again:
+`cudnn_convolution`, `miopen_convolution`, not transposed), elementwise ops (unary and
+binary, with broadcasting), reductions (`sum`, `mean`, `amax`, `amin`), softmax and norms
+(layer, batch, RMS; vLLM's `rms_norm` and `fused_add_rms_norm`). The GEMM, attention,
+convolution and elementwise formulas are TraceLens's (PerfModel), written again:
 
 - GEMM (M x K by K x N): 2 M N K FLOPs (+ M N for a bias / `beta C`), bytes A + B + C_out
   (+ the bias as recorded); batched: x B.
@@ -14,6 +16,13 @@ binary, with broadcasting). The formulas are TraceLens's (PerfModel), written ag
 - convolution: 2 x output elements x (C_in / groups x kernel elements) FLOPs (+ the output
   elements for a bias); bytes input + weight + bias + output.
 - elementwise: one FLOP per output element; bytes every tensor operand in and the output.
+- reductions: one FLOP per input element (+ a divide per output element for `mean`); bytes the
+  input and the output (its size from the reduced dims recorded in `Concrete Inputs`).
+- softmax and log-softmax: 5 FLOPs per element; bytes the input and the output.
+- norms: per element 7 FLOPs for layer and batch norm (statistics, normalise, scale and shift;
+  4 for batch norm in eval), 4 for RMS norm (5 with vLLM's residual add); bytes the input and
+  the output (4 tensors for the fused add: input and residual, read and written) and the
+  parameters. Backward passes have no model.
 
 Bytes count each tensor once (an ideal cache): the floor a kernel can reach, not what it moved.
 """
@@ -229,10 +238,70 @@ def _broadcast(a: list[int], b: list[int]) -> list[int]:
     return out
 
 
+_REDUCTIONS = ("aten::sum", "aten::mean", "aten::amax", "aten::amin")
+
+
+def _reduction(name: str, dims: list, types: list, concrete: list) -> Work:
+    """sum/mean/amax/amin(self, dim, keepdim, ...): one FLOP per input element (and a divide
+    per output element for mean); bytes the input and the output."""
+    shape = [int(d) for d in dims[0]]
+    n_in = _n(shape)
+    axes = _ints(concrete[1]) if len(concrete) > 1 else []
+    if axes:
+        kept = [d for i, d in enumerate(shape) if i not in {a % len(shape) for a in axes}]
+        n_out = _n(kept)
+    else:  # every dimension
+        n_out = 1
+    flops = n_in + (n_out if name == "aten::mean" else 0)
+    moved = (n_in + n_out) * _bpe(types, 0)
+    return Work(float(flops), float(moved), False, PRECISION_OF_TYPE.get(types[0], ""))
+
+
+_SOFTMAX = ("aten::_softmax", "aten::softmax", "aten::_log_softmax", "aten::log_softmax")
+
+
+def _softmax(name: str, dims: list, types: list, concrete: list) -> Work:
+    """5 FLOPs per element (the max, a subtraction, exp, the sum, a divide or log); bytes the
+    input read and the output written."""
+    n = _n(dims[0])
+    return Work(5.0 * n, 2.0 * n * _bpe(types, 0), False, PRECISION_OF_TYPE.get(types[0], ""))
+
+
+# norm → (the input's position, the positions of its parameter tensors, FLOPs per element,
+# tensors of the input's size read and written)
+_NORMS = {
+    # native_layer_norm(input, normalized_shape, weight, bias, eps): mean, centre, square and
+    # sum, normalise (5), scale and shift (2)
+    "aten::native_layer_norm": (0, (2, 3), 7, 2),
+    # native_batch_norm(input, weight, bias, running_mean, running_var, training, ...)
+    "aten::native_batch_norm": (0, (1, 2, 3, 4), 7, 2),
+    # rms_norm(input, normalized_shape, weight, eps): square and sum, scale by the rms, weight
+    "aten::rms_norm": (0, (2,), 4, 2),
+    "aten::_fused_rms_norm": (0, (2,), 4, 2),
+    # vLLM: rms_norm(out, input, weight, eps); fused_add_rms_norm(input, residual, weight, eps)
+    # adds the residual first and writes both in place
+    "_C::rms_norm": (1, (2,), 4, 2),
+    "_C::fused_add_rms_norm": (0, (2,), 5, 4),
+}
+
+
+def _norm(name: str, dims: list, types: list, concrete: list) -> Work:
+    at, params, per_element, passes = _NORMS[name]
+    n = _n(dims[at])
+    if name == "aten::native_batch_norm" and len(concrete) > 5 and str(concrete[5]) == "False":
+        per_element = 4  # eval: the running statistics, so centre, normalise, scale, shift
+    weights = sum(_n(dims[i]) * _bpe(types, i) for i in params if i < len(dims) and dims[i])
+    moved = passes * n * _bpe(types, at) + weights
+    return Work(float(per_element * n), float(moved), False, PRECISION_OF_TYPE.get(types[at], ""))
+
+
 _MODELS = {
     **dict.fromkeys(("aten::mm", "aten::addmm", "aten::_scaled_mm"), _gemm),
     **dict.fromkeys(("aten::bmm", "aten::baddbmm"), _bmm),
     **dict.fromkeys(_ATTENTION, _attention),
     **dict.fromkeys(_CONV, _conv),
     **dict.fromkeys((*_UNARY, *_BINARY), _elementwise),
+    **dict.fromkeys(_REDUCTIONS, _reduction),
+    **dict.fromkeys(_SOFTMAX, _softmax),
+    **dict.fromkeys(_NORMS, _norm),
 }

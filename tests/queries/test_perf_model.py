@@ -111,6 +111,43 @@ def test_elementwise() -> None:
     assert op_work("aten::add", [[3, 4], [5, 4]], [F32, F32], []) is None  # no broadcast
 
 
+def test_reductions_softmax_and_norms() -> None:
+    # the H100 Qwen step's RMS statistics: mean over the last dim of 16 x 559 x 1024 floats
+    shape = [16, 559, 1024]
+    n, rows = 16 * 559 * 1024, 16 * 559
+    w = op_work("aten::mean", [shape, [], [], []], [F32, "ScalarList", "Scalar", ""],
+                ["", "[-1]", "True", ""])  # fmt: skip
+    assert w is not None and (w.flops, w.bytes, w.matrix) == (n + rows, (n + rows) * 4, False)
+    # the MI300 ResNet's loss: sum over dim 0 of 10 x 1000 bf16
+    w = op_work("aten::sum", [[10, 1000], [], [], []], [BF16, "ScalarList", "Scalar", ""],
+                ["", "[0]", "True", ""])  # fmt: skip
+    assert w is not None and (w.flops, w.bytes) == (10_000, (10_000 + 1000) * 2)
+    w = op_work("aten::amax", [[4, 6], [], []], [F32, "ScalarList", "Scalar"], ["", "[]", ""])
+    assert w is not None and (w.flops, w.bytes) == (24, (24 + 1) * 4)  # every dim: a scalar
+    w = op_work("aten::_softmax", [[2, 8, 128, 128], [], []], [BF16, "Scalar", "Scalar"], [])
+    assert w is not None and (w.flops, w.bytes) == (5 * 262_144, 2 * 262_144 * 2)
+    # the MI300 ResNet's batch norm, training: 10 x 512 x 7 x 7 bf16, four 512-vectors
+    x, c = [10, 512, 7, 7], [512]
+    w = op_work("aten::native_batch_norm", [x, c, c, c, c, [], [], []], [BF16] * 5 + [""] * 3,
+                ["", "", "", "", "", "True", "0.1", "1e-05"])  # fmt: skip
+    assert w is not None and (w.flops, w.bytes) == (7 * 250_880, 2 * 250_880 * 2 + 4 * 512 * 2)
+    in_eval = ["", "", "", "", "", "False", "0.1", "1e-05"]
+    evaluating = op_work(
+        "aten::native_batch_norm", [x, c, c, c, c, [], [], []], [BF16] * 5 + [""] * 3, in_eval
+    )
+    assert evaluating is not None and evaluating.flops == 4 * 250_880
+    w = op_work("aten::native_layer_norm", [[8, 128, 768], [], [768], [768], []],
+                [BF16, "ScalarList", BF16, BF16, "Scalar"], [])  # fmt: skip
+    assert w is not None and (w.flops, w.bytes) == (7 * 786_432, 2 * 786_432 * 2 + 2 * 768 * 2)
+    # the B200 GPT-OSS run's vLLM norms: 888 tokens x 2880, bf16
+    t = [888, 2880]
+    n = 888 * 2880
+    w = op_work("_C::rms_norm", [t, t, [2880], []], [BF16] * 3 + ["Scalar"], [])
+    assert w is not None and (w.flops, w.bytes) == (4 * n, 2 * n * 2 + 2880 * 2)
+    w = op_work("_C::fused_add_rms_norm", [t, t, [2880], []], [BF16] * 3 + ["Scalar"], [])
+    assert w is not None and (w.flops, w.bytes) == (5 * n, 4 * n * 2 + 2880 * 2)
+
+
 def test_device_names_pick_specs() -> None:
     assert spec_for("NVIDIA H100 80GB HBM3") is SPECS["H100 SXM"]
     assert spec_for("NVIDIA H100 PCIe") is SPECS["H100 PCIe"]
