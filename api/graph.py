@@ -12,6 +12,7 @@ script that only queries never pays for the rest.
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,7 +22,7 @@ import pyarrow as pa
 
 from .ingest.errors import TracegraphError
 from .ingest.outputs import written
-from .ingest.store import DEFAULT_TIMEOUT_MS, GraphStore
+from .ingest.store import DEFAULT_TIMEOUT_MS, GraphStore, unused_parameters
 from .queries.catalog import canned_query, check_run, coerce_params
 from .queries.guard import check_read_only, read_only_check
 from .queries.runs import list_runs
@@ -281,6 +282,12 @@ class Graph:
     ) -> pa.Table:
         """A read-only Cypher query with `$name` parameters as keywords; statements that write,
         load files (unless `allow_files`) or manage the database are refused before they run."""
+        unused = unused_parameters(cypher, params)
+        if unused:
+            warnings.warn(
+                f"ignoring parameter(s) {unused}: the query does not use them", stacklevel=2
+            )
+            params = {k: v for k, v in params.items() if k not in unused}
         check_read_only(cypher, allow_files=allow_files, params=params)  # before the open
         with self.reading(timeout_ms=int(timeout_s * 1000), allow_files=allow_files) as store:
             return store.run(cypher, params).table

@@ -382,7 +382,10 @@ def _parser() -> argparse.ArgumentParser:
         "(outermost), e.g. aten::linear (default: each CPU op Python called)",
     )
     p.add_argument(
-        "--html", type=Path, metavar="FILE", help="also write the report as one HTML page"
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="write the report as one HTML page instead (prints where)",
     )
     p.add_argument(
         "--compare",

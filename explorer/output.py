@@ -21,7 +21,10 @@ def _cell(value: object) -> str:
         if abs(value) >= 1e15:
             return f"{value:.6g}"
         return f"{value:.3f}".rstrip("0").rstrip(".") or "0"
-    return str(value)
+    text = str(value)
+    if any(c in text for c in "\n\r\t"):  # one row per line: a line break would split it
+        text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "↵").replace("\t", " ")
+    return text
 
 
 def render(table: pa.Table, fmt: str = "table", max_width: int = DEFAULT_WIDTH) -> str:

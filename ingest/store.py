@@ -53,6 +53,12 @@ class ResultSet:
     truncated: bool = False
 
 
+def unused_parameters(cypher: str, params: Mapping[str, object]) -> list[str]:
+    """The names in `params` that `cypher` does not use (a notebook passes run= out of habit:
+    the read surfaces drop them with a warning; `GraphStore.run` refuses them)."""
+    return sorted(set(params) - query_parameters(cypher))
+
+
 def query_parameters(cypher: str) -> set[str]:
     """Names of the `$parameters` a query uses (not `$x` inside strings, names or comments)."""
     return parameter_names(cypher)

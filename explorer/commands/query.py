@@ -7,6 +7,7 @@ import json
 import math
 import sys
 
+from tracegraph.ingest.store import unused_parameters
 from tracegraph.queries.catalog import (
     INT64_MAX,
     INT64_MIN,
@@ -33,6 +34,10 @@ def query_command(args: argparse.Namespace) -> int:
     elif args.cypher:
         cypher = args.cypher
         params = {key: _param_value(key, text) for key, text in raw.items()}
+        for name in unused_parameters(cypher, params):
+            print(f"tracegraph: ignoring --param {name}: the query does not use ${name}",
+                  file=sys.stderr)  # fmt: skip
+            del params[name]
         try:
             check_read_only(cypher, allow_files=args.allow_files, params=params)
         except QueryRefused as exc:

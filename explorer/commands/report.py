@@ -52,11 +52,16 @@ def _report(args: argparse.Namespace, store: GraphStore) -> None:
         gpu=args.gpu,
         sequence_op=args.sequence_op,
     )
-    if args.html is not None:
+    if args.html is not None:  # the page, and one line that says where it is
         from ..report_html import report_html
 
         write_text(args.html, report_html(report, str(args.db)))
-        print(f"wrote {args.html}", file=sys.stderr)
+        found = len(report.findings)
+        print(
+            f"wrote {args.html}: the report of run '{report.run}', {len(report.ranks)} rank(s), "
+            f"{found} finding(s) (open it in a browser; the text: drop --html)"
+        )
+        return
     write_report(sys.stdout, report, args.db, args.format, args.table, options.max_width(args))
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -147,11 +148,38 @@ def info_command(args: argparse.Namespace) -> int:
         )
         edges = ", ".join(f"{label} {n:,}" for label, n in sorted(run.edges.items()))
         print(f"  edges: {edges}")
-        print(indent(output.render(run.ranks, "table", max_width=48)))
+        ranks, folder = _ranks_shown(run.ranks)
+        if folder:
+            print(f"  files in {folder}")
+        print(indent(output.render(ranks, "table", max_width=48)))
     if info.edge_sets.num_rows:
         print("edge sets:")
         print(indent(output.render(info.edge_sets)))
     return 0
+
+
+# Kineto's span of the whole profiling session (cat "Trace"): in every trace, never an event
+SESSION_CATEGORY = "Trace"
+
+
+def _ranks_shown(ranks: pa.Table) -> tuple[pa.Table, str]:
+    """The ranks table as the text shows it: files by name under their common folder (said
+    once), and the events left out by category in words, without Kineto's session span."""
+    files = [str(f) for f in ranks["file"].to_pylist()] if "file" in ranks.column_names else []
+    folder = os.path.commonpath([os.path.dirname(f) for f in files]) if files else ""
+    if folder and folder != os.sep:
+        names = [os.path.relpath(f, folder) for f in files]
+        ranks = ranks.set_column(ranks.column_names.index("file"), "file", pa.array(names))
+    else:
+        folder = ""
+    if "skipped" in ranks.column_names:
+        words = []
+        for text in ranks["skipped"].to_pylist():
+            counts = json.loads(text) if text else {}
+            counts.pop(SESSION_CATEGORY, None)
+            words.append(", ".join(f"{cat} {n:,}" for cat, n in sorted(counts.items())))
+        ranks = ranks.set_column(ranks.column_names.index("skipped"), "skipped", pa.array(words))
+    return ranks, folder
 
 
 def _info_json(info: object) -> dict[str, object]:

@@ -152,3 +152,13 @@ def test_large_results_are_written_batch_by_batch_as_one_document(fmt: str) -> N
     assert streamed.getvalue() == output.render(table, fmt)
     if fmt == "json":
         assert len(json.loads(streamed.getvalue())) == 1000
+
+
+def test_a_value_with_line_breaks_stays_on_its_row() -> None:
+    """An `args` text holding newlines (a stack, a docstring) must not break the table apart;
+    CSV and JSON keep the value as it is."""
+    table = pa.table({"args": ['{"stack": "a\nb\r\nc\td"}', "plain"], "n": [1, 2]})
+    lines = output.render(table, "table").splitlines()
+    assert len(lines) == 2 + table.num_rows
+    assert '{"stack": "a↵b↵c d"}' in lines[2] and lines[3].startswith("plain")
+    assert json.loads(output.render(table, "json"))[0]["args"] == table["args"][0].as_py()

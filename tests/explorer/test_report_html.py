@@ -249,3 +249,14 @@ def test_the_roofline_chart_draws_each_operator_shape(tmp_path: Path) -> None:
         assert title.startswith(f"rank {r['rank']} {r['name']} {r['input_dims']}: ")
         assert f"{r['tflops']:,.1f} TFLOP/s" in title
     assert any(t.startswith("MI300X") for t in drawn.texts)  # the roof is labelled
+
+
+def test_html_prints_one_line_not_the_text_report(
+    synthetic: tuple[Path, Report], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db, report = synthetic
+    out = tmp_path / "page.html"
+    assert main(["report", str(db), "--html", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert printed.count("\n") == 1 and printed.startswith(f"wrote {out}: the report of run")
+    assert f"{len(report.findings)} finding(s)" in printed and out.stat().st_size > 10_000

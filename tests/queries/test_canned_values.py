@@ -436,7 +436,7 @@ def critical_path(run: Run, path: list[Row]) -> list[Row]:
     total = sum(d["weight_ns"] for d in path)
     return [
         {
-            "step": d["path_order"],
+            "position": d["path_order"],
             "edge_type": d["type"],
             "src": run.node(d["rank"], d["src"]).name,
             "src_boundary": d["src_boundary"],
@@ -573,7 +573,7 @@ def test_canned_query_values(
             assert (len(want), sum(r["on_critical_path"] for r in want)) == measured
         assert_rows(got, want, order)
     elif name == "critical-path":
-        assert_rows(got, critical_path(run, on_path(dep, rank)), by("step"))
+        assert_rows(got, critical_path(run, on_path(dep, rank)), by("position"))
     elif name == "critical-path-by-type":
         order = by("total_us", "edge_type", desc=["total_us"])
         assert_rows(got, by_type(on_path(dep, rank)), order)
