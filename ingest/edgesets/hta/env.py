@@ -114,6 +114,12 @@ def parse_spec(spec: str) -> HtaSpec:
     return parsed
 
 
+def cached_env(spec: str | HtaSpec, cache_root: Path) -> HtaEnv | None:
+    """The environment for `spec` if it is already built under `cache_root` (else None)."""
+    parsed = parse_spec(spec) if isinstance(spec, str) else spec
+    return _read_marker(Path(cache_root).expanduser() / parsed.name, parsed)
+
+
 def ensure_env(
     spec: str | HtaSpec,
     cache_root: Path,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tracegraph.ingest.edgesets.errors import HtaEnvError
+from tracegraph.ingest.edgesets.errors import EdgeSetError, HtaEnvError
 from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult, build_hta_edge_set
 from tracegraph.ingest.edgesets.hta.env import HtaEnv, ensure_env
 from tracegraph.ingest.parse import ParseOptions
@@ -79,7 +79,7 @@ def hta_envs() -> dict[str, HtaEnv]:
 @dataclass(frozen=True)
 class EdgeDb:
     db: Path
-    results: dict[tuple[str, str], EdgeSetResult]  # (run, edge set) → build result
+    results: dict[tuple[str, str], EdgeSetResult | EdgeSetError]  # (run, edge set) → its build
     oracle: dict[str, dict[str, dict]]  # edge set → folder → rank → HTA's answer
 
 
@@ -108,15 +108,17 @@ def edge_db(hta_envs: dict[str, HtaEnv], tmp_path_factory: pytest.TempPathFactor
     results = {}
     for name, spec in SPECS.items():
         for case in (*CASES, MERGED):
-            results[(case.run, name)] = build_hta_edge_set(
-                db,
-                spec,
-                run=case.run,
-                annotation=case.annotation,
-                instance=case.instance,
-                cache_root=cache_root(),
-                allow_empty=True,  # the CPU-only case: HTA's failure is recorded, not refused
-            )
+            try:
+                results[(case.run, name)] = build_hta_edge_set(
+                    db,
+                    spec,
+                    run=case.run,
+                    annotation=case.annotation,
+                    instance=case.instance,
+                    cache_root=cache_root(),
+                )
+            except EdgeSetError as refused:  # the CPU-only case: refused before HTA runs
+                results[(case.run, name)] = refused
     return EdgeDb(db, results, {name: _answers(*started) for name, started in oracles.items()})
 
 

@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from tracegraph.ingest.edgesets.errors import EdgeSetError
 from tracegraph.ingest.edgesets.hta.edge_set import build_hta_edge_set
 from tracegraph.ingest.edgesets.records import rank_outcomes
 from tracegraph.ingest.errors import UnknownRunError
@@ -168,16 +169,15 @@ def test_event_sync_sync_edges_are_spec_ones(edge_db: EdgeDb, edge_set: str, on_
 
 
 @pytest.mark.parametrize("edge_set", SPECS)
-def test_cpu_only_rank_fails_with_htas_message(edge_db: EdgeDb, edge_set: str) -> None:
-    """HTA cannot analyze a CPU-only trace: the rank says why, the build itself succeeded."""
-    (status,) = edge_db.results[("cpu_only", edge_set)].ranks
+def test_a_cpu_only_run_is_refused_before_hta_runs(edge_db: EdgeDb, edge_set: str) -> None:
+    """HTA cannot analyze a CPU-only trace (its own answer, from its environment, is a
+    failure): tracegraph says so before building or running anything, and writes nothing."""
+    refused = edge_db.results[("cpu_only", edge_set)]
     (answer,) = edge_db.oracle[edge_set]["hta/cpu_only"].values()
     assert not answer["ok"]
-    assert (status.rank, status.status, status.message) == (34, "failed", answer["message"])
+    assert isinstance(refused, EdgeSetError)
+    assert "run 'cpu_only' has no GPU kernels" in str(refused) and "--native" in str(refused)
     assert _edges(edge_db, "cpu_only", edge_set) == []
-    node = _edge_set_node(edge_db, "cpu_only", edge_set)
-    assert json.loads(node["ranks"])["34"]["status"] == "failed"
-    assert json.loads(node["window"])["whole_trace"] is True
 
 
 @pytest.mark.parametrize("edge_set", SPECS)
