@@ -333,30 +333,57 @@ class Graph:
             return step_stories(self.path, run=run, step=step, rank=rank, depth=depth, store=store)
 
     def dependencies(
-        self, edge_set: str, *, run: str | None = None, rank: int | None = None
+        self,
+        edge_set: str,
+        *,
+        run: str | None = None,
+        rank: int | None = None,
+        step: int | None = None,
     ) -> pa.Table:
         """The DEP edges of `edge_set` for the run (or one `rank` of it) as Arrow: both
-        endpoints (event id, label, name, boundary, time in ns), type, weight, critical flag."""
+        endpoints (event id, label, name, boundary, time in ns), type, weight, critical flag;
+        with `step` N, those whose source is in ProfilerStep#N's window (a set built with
+        `all_steps` holds every step's graph)."""
         from .queries.dependencies import dependency_edges
+        from .queries.report.steps import step_windows
 
         with self.reading() as store:
             name, run_idx = self._run_with(store, run, edge_set)
-            return dependency_edges(store, edge_set, run_idx, rank)
+            windows = None
+            if step is not None:
+                windows = {
+                    r: (w.ts, w.end)
+                    for r, steps in step_windows(store, name).items()
+                    for w in steps
+                    if w.step == step and rank in (None, r)
+                }
+                if not windows:
+                    raise TracegraphError(
+                        f"{self.path}: run '{name}' has no ProfilerStep#{step}"
+                        + ("" if rank is None else f" on rank {rank}")
+                    )
+            return dependency_edges(store, edge_set, run_idx, rank, windows)
 
     def dependency_graph(
-        self, edge_set: str, *, run: str | None = None, rank: int | None = None
+        self,
+        edge_set: str,
+        *,
+        run: str | None = None,
+        rank: int | None = None,
+        step: int | None = None,
     ) -> Any:
         """`dependencies` as a networkx DiGraph (networkx must be installed): nodes are
         (event id, "start" | "end") with `name`, `label` and `time_ns`; edges carry `weight`
         (ns), `type` and `on_critical_path`. For a set built over one window (the whole trace,
         or one annotation) its critical path is the longest weighted path of the graph
         (`networkx.dag_longest_path_length(g, weight="weight")`); a set built with `all_steps`
-        holds every step's graph, each step's path is the longest within its window."""
+        holds every step's graph, each step's path is the longest within its window: `step` N
+        gives that step's graph alone."""
         try:
             import networkx as nx
         except ImportError as exc:
             raise TracegraphError("dependency_graph needs networkx (pip install networkx)") from exc
-        table = self.dependencies(edge_set, run=run, rank=rank)
+        table = self.dependencies(edge_set, run=run, rank=rank, step=step)
         graph = nx.DiGraph(edge_set=edge_set)
         columns = {name: table[name].to_pylist() for name in table.column_names}
         for i in range(table.num_rows):

@@ -3,6 +3,9 @@ takes into their own graph algorithms (`Graph.dependency_graph` makes a networkx
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
+import numpy as np
 import pyarrow as pa
 
 from tracegraph.ingest.store import GraphStore
@@ -17,11 +20,16 @@ DEPENDENCY_COLUMNS = (
 
 
 def dependency_edges(
-    store: GraphStore, edge_set: str, run_idx: int, rank: int | None = None
+    store: GraphStore,
+    edge_set: str,
+    run_idx: int,
+    rank: int | None = None,
+    windows: Mapping[int, tuple[int, int]] | None = None,
 ) -> pa.Table:
     """Every edge of `edge_set` whose source is an event of the run (or of its `rank`), with
-    both endpoints' event, boundary ('start'/'end') and time in ns."""
-    return store.run(
+    both endpoints' event, boundary ('start'/'end') and time in ns; with `windows` (rank → a
+    step's window, start and end in ns), the edges whose source is in its rank's window."""
+    table = store.run(
         f"MATCH (a:{EVENT_LABELS})-[d:DEP]->(b:{EVENT_LABELS}) "
         f"WHERE {id_filter('a', run_idx, rank)} AND d.edge_set = $edge_set "
         "RETURN a.id AS src_id, label(a) AS src_label, a.name AS src_name, "
@@ -31,6 +39,14 @@ def dependency_edges(
         "d.dst_boundary AS dst_boundary, "
         "b.ts + CASE WHEN d.dst_boundary = 'end' THEN b.dur ELSE 0 END AS dst_time, "
         "d.type AS type, d.weight_ns AS weight_ns, d.on_critical_path AS on_critical_path, "
-        "d.path_order AS path_order",
+        "d.path_order AS path_order, a.rank AS src_rank",
         {"edge_set": edge_set},
-    ).table.select(list(DEPENDENCY_COLUMNS))
+    ).table
+    if windows is not None:
+        ranks = table["src_rank"].to_numpy()
+        times = table["src_time"].to_numpy()
+        keep = np.zeros(table.num_rows, bool)
+        for r, (start, end) in windows.items():
+            keep |= (ranks == r) & (times >= start) & (times < end)
+        table = table.filter(pa.array(keep))
+    return table.select(list(DEPENDENCY_COLUMNS))

@@ -101,6 +101,34 @@ def test_the_dependency_graph_in_networkx_gives_the_stored_critical_path(tmp_pat
         g.dependencies("Native", run="job")
 
 
+def test_an_all_steps_set_hands_networkx_one_step_at_a_time(tmp_path: Path) -> None:
+    """`dependency_graph(step=N)`: ProfilerStep#N's graph alone; each is acyclic, its longest
+    path the step's own, and the steps' paths sum to the rank's stored path."""
+    nx = pytest.importorskip("networkx")
+    notebook.write_per_rank(notebook.SyntheticConfig(ranks=2, steps=3, layers=2), tmp_path / "t")
+    g = tracegraph.open(tmp_path / "job.kuzu")
+    g.ingest(tmp_path / "t", run="job")
+    built = g.edges("native", run="job", all_steps=True)
+    steps = sorted(
+        {s for s in g.query("MATCH (s:Step) WHERE s.step >= 0 RETURN s.step AS s")["s"].to_pylist()}
+    )
+    assert len(steps) == 3
+    for summary in built.ranks:
+        lengths = []
+        for step in steps:
+            graph = g.dependency_graph("native", run="job", rank=summary.rank, step=step)
+            assert nx.is_directed_acyclic_graph(graph) and graph.number_of_edges() > 0
+            longest = nx.dag_longest_path_length(graph, weight="weight")
+            on_path = [d["weight"] for _, _, d in graph.edges(data=True) if d["on_critical_path"]]
+            assert sum(on_path) == longest
+            lengths.append(longest)
+        assert sum(lengths) == summary.path_length_ns
+    every = g.dependencies("native", run="job").num_rows
+    assert sum(g.dependencies("native", run="job", step=s).num_rows for s in steps) == every
+    with pytest.raises(tracegraph.TracegraphError, match="no ProfilerStep#99"):
+        g.dependency_graph("native", run="job", step=99)
+
+
 def _small_job(tmp_path: Path) -> tracegraph.Graph:
     g = tracegraph.open(tmp_path / "job.kuzu")
     traces = tmp_path / "traces"
@@ -174,3 +202,25 @@ def test_stale_recovery_files_are_one_line_for_every_reader_and_the_writer(
     after = _kuzu_files(g.path)
     after.pop("job.kuzu.lock", None)
     assert after == before
+
+
+def test_findings_come_as_a_table_with_the_json_contracts_names(tmp_path: Path) -> None:
+    """What a notebook filters and sorts: the findings with the JSON's names and units, and
+    pandas (the notebook extra) takes them as they are."""
+    pd = pytest.importorskip("pandas")
+    config = notebook.SyntheticConfig(ranks=2, steps=2, layers=2, late_rank=1, late_us=5_000)
+    notebook.write_per_rank(config, tmp_path / "t")
+    g = tracegraph.open(tmp_path / "job.kuzu")
+    g.ingest(tmp_path / "t", run="job")
+    report = g.report("job")
+    table = report.findings_table()
+    expected = report.to_json()["findings"]
+    assert table.num_rows == len(expected) > 0
+    for row, want in zip(table.to_pylist(), expected, strict=True):
+        evidence = want.pop("evidence")
+        assert row == want | {
+            "evidence_ids": evidence["ids"],
+            "evidence_cypher": evidence["cypher"],
+        }
+    frame = table.to_pandas()
+    assert isinstance(frame, pd.DataFrame) and list(frame["kind"]) == [f["kind"] for f in expected]

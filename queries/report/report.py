@@ -65,6 +65,14 @@ DEFAULT_TOP = 10
 HTA_MODE = "hta-compatible"
 
 
+FINDINGS_TABLE = pa.schema(
+    [("kind", pa.string()), ("rank", pa.int64()), ("ranks", pa.list_(pa.int64())),
+     ("step", pa.int64()), ("cost_us", pa.float64()), ("saving_us", pa.float64()),
+     ("events", pa.int64()), ("summary", pa.string()), ("fix", pa.string()),
+     ("evidence_ids", pa.list_(pa.int64())), ("evidence_cypher", pa.string())]
+)  # fmt: skip
+
+
 class ReportError(TracegraphError):
     """A report that cannot be made (no such rank or step, a step with --hta-compatible)."""
 
@@ -98,6 +106,19 @@ class Report:
     def to_json(self) -> dict[str, Any]:
         """The report's JSON (its contract is in the README)."""
         return report_json(self)
+
+    def findings_table(self) -> pa.Table:
+        """The findings as Arrow, most costly first, with the JSON contract's names and units
+        (kind, rank, ranks, step, cost_us, saving_us, events, evidence_ids, evidence_cypher,
+        summary, fix): what a notebook filters and sorts (`.to_pandas()`)."""
+        rows = []
+        for finding in self.findings:
+            row = finding.to_json()
+            evidence = row.pop("evidence")
+            rows.append(
+                row | {"evidence_ids": evidence["ids"], "evidence_cypher": evidence["cypher"]}
+            )
+        return pa.Table.from_pylist(rows, schema=FINDINGS_TABLE)
 
 
 def build_report(
