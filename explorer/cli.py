@@ -398,8 +398,15 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--table",
         choices=REPORT_TABLES,
-        help="with --format csv: the table to print (default findings; kernels, ops and "
-        "structure: with --compare, whose tables are steps, kernels, ops and structure)",
+        help="the one table to print in full, as text or with --format csv (csv's default: "
+        "findings; kernels, ops and structure: with --compare)",
+    )
+    p.add_argument(
+        "--all",
+        dest="every_table",
+        action="store_true",
+        help="the text with every table after the findings (default: the steps, the findings, "
+        "the ranks at a glance and a list of the tables)",
     )
     p.set_defaults(handler="report")
 

@@ -113,9 +113,12 @@ def write_report(
     fmt: str,
     table: str | None = None,
     width: int = 70,
+    every_table: bool = False,
 ) -> None:
-    """The report in `fmt`: "table" (findings, then every table), "json" (the contract), or
-    "csv" (the one `table` named, "findings" or one of the report's tables, times in ns)."""
+    """The report in `fmt`: "table" (the steps and who bound them, the findings, the ranks at a
+    glance, and what else there is; `table`: that one table; `every_table`: all of them),
+    "json" (the contract), or "csv" (the one `table` named, "findings" or one of the report's
+    tables, times in ns)."""
     if fmt == "json":
         out.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
         return
@@ -123,6 +126,23 @@ def write_report(
         chosen = findings_table(report) if table in (None, "findings") else report.tables[table]
         out.write(output.render(chosen, "csv"))
         return
+    if table is not None and table != "findings":
+        _write_tables(out, report, {table: report.tables[table]}, width, every_rank=True)
+        return
+    _write_header(out, report)
+    if report.mode != HTA_MODE:
+        _write_steps(out, report)
+        _write_findings(out, report, db)
+    if table == "findings":
+        return
+    if every_table:
+        _write_tables(out, report, report.tables, width, every_rank=False)
+        return
+    _write_glance(out, report, width)
+    _write_more(out, report)
+
+
+def _write_header(out: TextIO, report: Report) -> None:
     ranks = rank_ranges(report.ranks)
     mode = (
         "HTA 0.5.0-compatible: whole µs, the last ProfilerStep left out, as HTA computes them"
@@ -138,18 +158,100 @@ def write_report(
             "tables (ingest --full-ranks loads them), stragglers from the collective "
             "arrivals, evidence as event numbers in the trace file\n"
         )
-    if report.mode != HTA_MODE:
-        _write_findings(out, report, db)
-    kept = ranks_that_matter(report) if len(report.ranks) > MANY_RANKS else None
-    for name, rows in report.tables.items():
+    gpu = report.tables["temporal"]
+    if gpu.num_rows and not any(pc.greater(gpu["kernel_time_ns"], 0).to_pylist()):
+        out.write("no GPU activity in this run: the GPU tables are empty (a CPU-only job)\n")
+
+
+def _write_steps(out: TextIO, report: Report) -> None:
+    """Per step: its time (the median across ranks), what bound it, who arrived late."""
+    steps = report.to_json()["steps"]
+    if not steps:
+        return
+    rows = []
+    for s in steps:
+        durations = sorted(s["durations_us"].values())
+        bound, late = s.get("bound_by"), s.get("straggler")
+        rows.append(
+            {
+                "step": s["step"],
+                "ms": round(durations[len(durations) // 2] / 1e3, 3) if durations else None,
+                "bound by": "" if not bound else f"rank {bound['rank']}: {bound['op']}",
+                "late": "" if not late else f"rank {late['rank']} +{late['late_us']:,.0f} µs",
+            }
+        )
+    out.write(
+        "\nsteps (ms: the median across ranks; bound by: the rank and work on the step's "
+        "critical path; late: the rank the others waited for at a collective):\n"
+    )
+    text = output.render(pa.Table.from_pylist(rows), max_width=90)
+    out.write("".join(f"  {line}\n" for line in text.splitlines()))
+
+
+def _write_glance(out: TextIO, report: Report, width: int) -> None:
+    """One row per rank: its step time, and what filled its GPU's span."""
+    temporal = {r["rank"]: r for r in report.tables["temporal"].to_pylist()}
+    per_step: dict[int, list[int]] = {}
+    for row in report.tables["steps"].to_pylist():
+        per_step.setdefault(row["rank"], []).append(row["step_ns"])
+    late: dict[int, int] = {}
+    for (_, rank), ns in report.lateness.items():
+        late[rank] = max(late.get(rank, 0), ns)
+    kept = ranks_that_matter(report) if len(report.ranks) > MANY_RANKS else list(report.ranks)
+    rows = []
+    for rank in kept:
+        t, steps = temporal.get(rank, {}), sorted(per_step.get(rank, []))
+        row: dict[str, object] = {"rank": rank}
+        if steps:
+            row["step_ms"] = round(steps[len(steps) // 2] / 1e6, 3)
+        if t.get("kernel_time_ns"):
+            row |= {"gpu_compute_%": t.get("compute_pct"), "gpu_idle_%": t.get("idle_pct"),
+                    "gpu_other_%": t.get("non_compute_pct")}  # fmt: skip
+        if late:
+            row["late_max_µs"] = round(late.get(rank, 0) / 1e3, 1)
+        rows.append(row)
+    if not rows or len(rows[0]) == 1:
+        return
+    which = (
+        f"ranks {rank_ranges(kept)} of {len(report.ranks)}: those that stand out, the findings' "
+        "and a typical one"
+        if len(kept) < len(report.ranks)
+        else "every rank"
+    )
+    gpu = (
+        "; gpu_*: its span from first start to last end, by what filled it"
+        if any("gpu_idle_%" in row for row in rows)
+        else ""
+    )
+    out.write(f"\nranks at a glance ({which}; step_ms: the rank's median step{gpu}):\n")
+    text = output.render(pa.Table.from_pylist(rows), max_width=width)
+    out.write("".join(f"  {line}\n" for line in text.splitlines()))
+
+
+def _write_more(out: TextIO, report: Report) -> None:
+    """The tables the short text leaves out, those with rows, and how to see them."""
+    have = [f"{n} ({t.num_rows:,})" for n, t in report.tables.items() if t.num_rows]
+    out.write(
+        "\nevery table (rows): " + ", ".join(have) + "\n"
+        "  one in full: --table NAME; all of them: --all; as data: --format json, or --format "
+        "csv --table NAME; one page with charts: --html FILE\n"
+    )
+
+
+def _write_tables(
+    out: TextIO,
+    report: Report,
+    tables: Mapping[str, pa.Table],
+    width: int,
+    every_rank: bool,
+) -> None:
+    kept = ranks_that_matter(report) if len(report.ranks) > MANY_RANKS and not every_rank else None
+    for name, rows in tables.items():
         if name == "nodes":
             if rows.num_rows:  # said only where the traces name two hosts or more
                 _write_nodes(out, rows, width)
             continue
-        if (
-            name in ("unmatched", "gpu_annotations", "allocator", "op_shapes", "kernel_sequences")
-            and rows.num_rows == 0
-        ):
+        if name in QUIET_WHEN_EMPTY and rows.num_rows == 0 and len(tables) > 1:
             continue  # said only where some are
         out.write(f"\n{TITLES[name]}:\n")
         if rows.num_rows == 0:
@@ -159,8 +261,7 @@ def write_report(
             rows = rows.filter(pc.is_in(rows["rank"], pa.array(kept, pa.int64())))
             out.write(
                 f"  (ranks {rank_ranges(kept)} of {len(report.ranks)}: those that stand out, the "
-                f"findings' and stragglers' and a typical one; every rank: --format csv --table "
-                f"{name})\n"
+                f"findings' and stragglers' and a typical one; every rank: --table {name})\n"
             )
         if name == "module_tree":
             rows = _module_outline(rows, out)
@@ -200,9 +301,9 @@ def ranks_that_matter(report: Report) -> list[int]:
 
 def _write_findings(out: TextIO, report: Report, db: Path) -> None:
     if not report.findings:
-        out.write("findings: none (every rule below its threshold; see README: report)\n")
+        out.write("\nfindings: none (every rule below its threshold; see README: report)\n")
         return
-    out.write("findings, what fixing each saves first:\n")
+    out.write("\nfindings, what fixing each saves first:\n")
     summarised = set(report.summarised)
     for i, f in enumerate(report.findings, 1):
         if f.rank in summarised:  # its events are not in the database: where the trace has them

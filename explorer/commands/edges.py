@@ -74,21 +74,24 @@ def _hta_edges(args: argparse.Namespace) -> int:
     root = args.cache or default_cache_root()
     building = cached_env(spec, root) is None
     began = time.perf_counter()
+    noticed: list[bool] = []
     with stderr_progress() as bar:
 
         def progress(stage: str, done: int, total: int) -> None:
-            if building and not sys.stderr.isatty() and stage.startswith("HTA environment"):
-                if done < total:  # a line per build step where no bar shows them
+            if building and stage.startswith("HTA environment") and done < total:
+                if not noticed:  # the build begins (a run HTA cannot read is refused before)
+                    noticed.append(True)
+                    print(
+                        f"tracegraph: building the {spec.name} environment once, the first "
+                        f"time it is used: a virtual environment of about {HTA_ENV_MB} MB "
+                        f"({spec.requirement}, pandas, numpy, plotly, networkx) in "
+                        f"{root / spec.name}; a minute or two",
+                        file=sys.stderr,
+                    )
+                if not sys.stderr.isatty():  # a line per build step where no bar shows them
                     print(f"tracegraph: {stage}", file=sys.stderr)
             bar(stage, done, total)
 
-        if building:
-            print(
-                f"tracegraph: building the {spec.name} environment once, the first time it is "
-                f"used: a virtual environment of about {HTA_ENV_MB} MB ({spec.requirement}, "
-                f"pandas, numpy, plotly, networkx) in {root / spec.name}; a minute or two",
-                file=sys.stderr,
-            )
         result = tracegraph.open(args.db).edges(
             args.hta,
             run=args.run,

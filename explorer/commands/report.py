@@ -24,8 +24,10 @@ if TYPE_CHECKING:
 def report_command(args: argparse.Namespace) -> int:
     if args.compare is None and args.top < 1:
         raise TracegraphError(f"--top {args.top}: name at least one kernel per type")
-    if args.compare is None and args.table is not None and args.format != "csv":
-        raise TracegraphError("--table: only with --format csv (table and json show them all)")
+    if args.compare is None and args.table is not None and args.format == "json":
+        raise TracegraphError("--table: with the text or --format csv (json holds them all)")
+    if args.every_table and (args.table is not None or args.format != "table"):
+        raise TracegraphError("--all: the text with every table (not with --table or --format)")
     if args.compare is None and args.table in COMPARE_ONLY:
         raise TracegraphError(f"--table {args.table}: only with --compare OTHER_RUN")
     if args.compare is not None:
@@ -62,7 +64,10 @@ def _report(args: argparse.Namespace, store: GraphStore) -> None:
             f"{found} finding(s) (open it in a browser; the text: drop --html)"
         )
         return
-    write_report(sys.stdout, report, args.db, args.format, args.table, options.max_width(args))
+    write_report(
+        sys.stdout, report, args.db, args.format, args.table, options.max_width(args),
+        every_table=args.every_table,
+    )  # fmt: skip
 
 
 def _compare(args: argparse.Namespace) -> int:

@@ -65,8 +65,8 @@ def op_work(name: str, dims: Any, types: Any, concrete: Any) -> Work | None:
         return None
     try:
         return model(name, dims, types, concrete if isinstance(concrete, list) else [])
-    except (IndexError, TypeError, ValueError, ZeroDivisionError):
-        return None
+    except (IndexError, KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None  # arguments not as the model reads them (a dtype it does not know, ...)
 
 
 def _bpe(types: list[Any], i: int) -> int:

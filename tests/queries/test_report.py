@@ -283,8 +283,15 @@ def test_findings_name_what_the_tables_show(graph) -> None:
 def test_the_cli_prints_findings_first_and_json_whole(graph, capsys) -> None:
     assert main(["report", str(graph.path), "--run", "trace_filter"]) == 0
     text = capsys.readouterr().out
+    assert text.index("steps (ms:") < text.index("findings") < text.index("ranks at a glance")
+    assert "GPU idle waiting for the CPU" in text and "temporal breakdown" not in text
+    assert "every table (rows): " in text and "temporal (2)" in text
+    assert main(["report", str(graph.path), "--run", "trace_filter", "--all"]) == 0
+    text = capsys.readouterr().out
     assert text.index("findings") < text.index("temporal breakdown")
-    assert "GPU idle waiting for the CPU" in text
+    assert main(["report", str(graph.path), "--run", "trace_filter", "--table", "temporal"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("\ntemporal breakdown") and "findings" not in text
     assert main(["report", str(graph.path), "--run", "ns_resolution", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["mode"] == "exact" and [r["rank"] for r in data["ranks"]] == [0]

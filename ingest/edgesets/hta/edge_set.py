@@ -26,7 +26,7 @@ from ..errors import EdgeSetError
 from ..records import RankOutcome, RunSource, edge_set_row, refuse_empty, write_edge_sets
 from . import worker as hta_worker
 from .env import HtaEnv, Progress, ensure_env, parse_spec
-from .inputs import RankInput, rank_inputs, read_run
+from .inputs import RankInput, rank_inputs, read_run, require_gpu_kernels
 from .load import RankEdges, rank_edges
 
 WORKER = Path(hta_worker.__file__).resolve()
@@ -67,6 +67,7 @@ def build_hta_edge_set(
     nodes = read_run(Path(db), run)
     if not nodes.files:
         raise EdgeSetError(f"{db}: run '{nodes.run}' has no ranks")
+    require_gpu_kernels(Path(db), nodes.run)
     env = ensure_env(parsed, Path(cache_root), report)
     _remove_stale_work_dirs()
     with tempfile.TemporaryDirectory(prefix=f"{WORK_PREFIX}{os.getpid()}-") as tmp:

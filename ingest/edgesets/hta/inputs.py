@@ -67,7 +67,6 @@ def read_run(db: Path, run: str | None) -> RunNodes:
     with GraphStore(Path(db), read_only=True) as store:
         source = run_source(store, run)
         source.events_needed(db, "HTA's graph")
-        _gpu_kernels_needed(db, store, source.run)
         ids, labels, pid_ranks = _event_nodes(store, source.run_idx)
         folder = run_archive(Path(db), store, source.run_idx)
     return RunNodes(
@@ -87,19 +86,16 @@ def read_run(db: Path, run: str | None) -> RunNodes:
 HTA_KERNEL_CATEGORIES = ("kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset")
 
 
-def _gpu_kernels_needed(db: Path, store: GraphStore, run: str) -> None:
+def require_gpu_kernels(db: Path, run: str) -> None:
     """Refuse, before any HTA environment is built, a run HTA's critical path cannot read: one
     without CUDA or ROCm kernels (CPU-only, MTIA), where every rank fails with HTA's raw
     error."""
-    found = (
-        store.run(
+    with GraphStore(Path(db), read_only=True) as store:
+        result = store.run(
             "MATCH (k:Kernel) WHERE k.run = $run AND k.cat IN $cats RETURN count(*) AS n",
             {"run": run, "cats": list(HTA_KERNEL_CATEGORIES)},
         )
-        .table["n"][0]
-        .as_py()
-    )
-    if not found:
+    if not result.table["n"][0].as_py():
         raise EdgeSetError(
             f"{db}: run '{run}' has no GPU kernels (a CPU-only or MTIA trace): HTA's critical "
             "path needs them; use `--native` (tracegraph's own graph reads CPU work too)"
