@@ -24,8 +24,8 @@ from . import options
 REPORT_TABLES = (
     "findings", "spread", "nodes", "steps", "temporal", "overlap", "kernel_types", "top_kernels",
     "idle", "launches", "queues", "memory", "gpu_annotations", "allocator", "op_categories",
-    "op_shapes", "op_perf", "module_tree", "collectives", "collective_ranks",
-    "stragglers", "unmatched", "kernel_sequences", "kernels", "ops", "structure",
+    "op_shapes", "op_perf", "module_tree", "kernel_sequences", "collectives", "collective_ranks",
+    "stragglers", "unmatched", "kernels", "ops", "structure",
 )  # fmt: skip
 
 

@@ -77,4 +77,4 @@ def test_a_query_loads_no_builder_report_or_ui(tmp_path: Path) -> None:
 
 
 def test_the_report_tables_the_cli_offers_are_the_reports() -> None:
-    assert REPORT_TABLES == ("findings", *TABLES, "kernels", "ops")
+    assert REPORT_TABLES == ("findings", *TABLES, "kernels", "ops", "structure")
