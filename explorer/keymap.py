@@ -37,19 +37,50 @@ class KeySpec:
         return self.name or self.action.split("(")[0].removeprefix("app.")
 
 
+def _screen_keys(*screens: tuple[str, str, str, str]) -> tuple[KeySpec, ...]:
+    """Each screen's digit (typed text where a text field has focus: the Console's editor) and
+    its F-key, which switches from every screen, the Console's editor included."""
+    out: list[KeySpec] = []
+    for name, digit, description, command in screens:
+        action = f"switch_mode('{name}')"
+        out.append(KeySpec(action, digit, description, command, name=name))
+        out.append(
+            KeySpec(
+                action,
+                f"f{digit}",
+                description,
+                f"{command} (F{digit})",
+                show=False,
+                name=f"{name}_f{digit}",
+                priority=True,
+                palette=False,
+            )  # fmt: skip
+        )
+    return tuple(out)
+
+
 KEYMAP: dict[str, tuple[KeySpec, ...]] = {
     "app": (
-        KeySpec("switch_mode('overview')", "1,f1", "Overview", "screen: overview", name="overview"),
-        KeySpec("switch_mode('step')", "2,f2", "Step", "screen: step", name="step"),
-        KeySpec(
-            "switch_mode('inspector')", "3,f3", "Inspect", "screen: inspector", name="inspector"
+        *_screen_keys(
+            ("overview", "1", "Overview", "screen: overview"),
+            ("step", "2", "Step", "screen: step"),
+            ("inspector", "3", "Inspect", "screen: inspector"),
+            ("diff", "4", "Diff", "screen: edge-set diff"),
+            ("console", "5", "Console", "screen: query console"),
+            ("report", "6", "Report", "screen: report"),
         ),
-        KeySpec("switch_mode('diff')", "4,f4", "Diff", "screen: edge-set diff", name="diff"),
+        KeySpec("help", "question_mark", "Help", "app: help"),
+        # F9 works while typing too (checked before the focused widget), as the F-keys above
         KeySpec(
-            "switch_mode('console')", "5,f5", "Console", "screen: query console", name="console"
-        ),
-        KeySpec("switch_mode('report')", "6,f6", "Report", "screen: report", name="report"),
-        KeySpec("help", "question_mark,f9", "Help", "app: help"),
+            "help",
+            "f9",
+            "Help",
+            "app: help (F9)",
+            show=False,
+            name="help_f9",
+            priority=True,
+            palette=False,
+        ),  # fmt: skip
         # quitting works from every screen and dialog: Ctrl+C / Ctrl+Q even while typing, `q`
         # wherever it is not typed text (TraceExplorer.action_quit_unless_typing)
         KeySpec("quit", "ctrl+q,ctrl+c", "Quit", "app: quit", show=False, priority=True),
@@ -110,6 +141,11 @@ KEYMAP: dict[str, tuple[KeySpec, ...]] = {
     ),
     "console": (
         KeySpec("run_query", "ctrl+r", "Run", "query: run"),
+        # listed in the console's status line (the footer keeps room for the screens' keys)
+        KeySpec(
+            "example", "ctrl+t", "Example", "query: an example query in the editor", show=False
+        ),  # fmt: skip
+        KeySpec("clear", "ctrl+l", "Clear", "query: clear the editor", show=False),
         KeySpec("interrupt", "escape", "Interrupt", "query: interrupt"),
         KeySpec("canned", "ctrl+o", "Canned", "query: canned queries"),
         KeySpec(

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.edgesets.native.report import CROSS_RANK_SUFFIX
 from tracegraph.ingest.edgesets.native.segments import Segment
 from tracegraph.ingest.store import GraphStore
 
@@ -131,20 +132,27 @@ def edge_set_names(store: GraphStore, run: str) -> list[str]:
     return table["name"].to_pylist()
 
 
+_PATH_RETURN = (
+    "RETURN d.path_order AS path_order, d.type AS type, d.weight_ns AS weight_ns, "
+    "a.id AS src_id, label(a) AS src_label, a.name AS src_name, "
+    "d.src_boundary AS src_boundary, "
+    "a.ts + CASE WHEN d.src_boundary = 'end' THEN a.dur ELSE 0 END AS src_time, "
+    "b.id AS dst_id, label(b) AS dst_label, b.name AS dst_name, "
+    "d.dst_boundary AS dst_boundary, "
+    "b.ts + CASE WHEN d.dst_boundary = 'end' THEN b.dur ELSE 0 END AS dst_time "
+    "ORDER BY path_order"
+)
+
+
 def critical_path(store: GraphStore, window: StepWindow, edge_set: str) -> CriticalPath:
-    """Critical-path edges of `edge_set` whose source boundary falls in the step, in path order."""
+    """Critical-path edges of `edge_set` whose source boundary falls in the step, in path order
+    (of a cross-rank set: the step's path across ranks, every rank's edges)."""
+    if edge_set.endswith(CROSS_RANK_SUFFIX):
+        return _cross_rank_path(store, window, edge_set)
     table = store.run(
         f"MATCH (a:{EVENT_LABELS})-[d:DEP]->(b:{EVENT_LABELS}) "
         f"WHERE {id_filter('a', window.run_idx, window.rank)} AND a.ts < {int(window.end)} "
-        "AND d.edge_set = $edge_set AND d.on_critical_path "
-        "RETURN d.path_order AS path_order, d.type AS type, d.weight_ns AS weight_ns, "
-        "a.id AS src_id, label(a) AS src_label, a.name AS src_name, "
-        "d.src_boundary AS src_boundary, "
-        "a.ts + CASE WHEN d.src_boundary = 'end' THEN a.dur ELSE 0 END AS src_time, "
-        "b.id AS dst_id, label(b) AS dst_label, b.name AS dst_name, "
-        "d.dst_boundary AS dst_boundary, "
-        "b.ts + CASE WHEN d.dst_boundary = 'end' THEN b.dur ELSE 0 END AS dst_time "
-        "ORDER BY path_order",
+        "AND d.edge_set = $edge_set AND d.on_critical_path " + _PATH_RETURN,
         {"edge_set": edge_set},
     ).table
     inside = pc.and_(
@@ -153,6 +161,33 @@ def critical_path(store: GraphStore, window: StepWindow, edge_set: str) -> Criti
     table = table.filter(inside)
     dur = window.dur or 1
     share = pc.divide(pc.cast(table["weight_ns"], pa.float64()), float(dur))
+    table = table.append_column("share", share)
+    return CriticalPath(edge_set, window, table.select(PATH_SCHEMA.names).cast(PATH_SCHEMA))
+
+
+def _cross_rank_path(store: GraphStore, window: StepWindow, edge_set: str) -> CriticalPath:
+    """The step's path across ranks: a cross-rank set stores each step's path edges in order,
+    one step after the other (the EdgeSet's `cross_rank` summaries say how many each)."""
+    found = store.run(
+        "MATCH (e:EdgeSet) WHERE e.run = $run AND e.name = $name RETURN e.window AS window",
+        {"run": window.run, "name": edge_set},
+    ).table
+    summaries = json.loads(found["window"][0].as_py() or "{}") if found.num_rows else {}
+    first, length = 0, 0
+    for summary in summaries.get("cross_rank", []):
+        if summary["step"] == window.name:
+            break
+        first += int(summary["edges"])
+    else:
+        return CriticalPath(edge_set, window, PATH_SCHEMA.empty_table())
+    last, length = first + int(summary["edges"]), int(summary["length_ns"])
+    table = store.run(
+        f"MATCH (a:{EVENT_LABELS})-[d:DEP]->(b:{EVENT_LABELS}) "
+        f"WHERE {id_filter('a', window.run_idx, None)} AND d.edge_set = $edge_set "
+        f"AND d.path_order >= {first} AND d.path_order < {last} " + _PATH_RETURN,
+        {"edge_set": edge_set},
+    ).table
+    share = pc.divide(pc.cast(table["weight_ns"], pa.float64()), float(length or window.dur or 1))
     table = table.append_column("share", share)
     return CriticalPath(edge_set, window, table.select(PATH_SCHEMA.names).cast(PATH_SCHEMA))
 

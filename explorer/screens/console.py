@@ -60,7 +60,7 @@ class ConsoleScreen(ExplorerScreen):
     def compose(self) -> ComposeResult:
         yield Header()
         keep = not self.explorer.served  # a browser client's queries stay its own
-        yield CypherEditor(STARTER, keep_history=keep, id="editor", language=None)
+        yield CypherEditor("", keep_history=keep, id="editor", language=None)
         yield StatusLine("", id="console-status", classes="status")
         yield PagedTable(id="results")
         yield StableFooter()
@@ -71,8 +71,21 @@ class ConsoleScreen(ExplorerScreen):
 
     def _status(self, text: str) -> None:
         self.query_one("#console-status", Static).update(
-            f"{text} · timeout {self.explorer.timeout_s:g} s · Ctrl+R run, Esc interrupt"
+            f"{text} · timeout {self.explorer.timeout_s:g} s · Ctrl+R run, Esc interrupt, "
+            "Ctrl+T an example, Ctrl+L clear, Ctrl+O canned queries"
         )
+
+    def action_example(self) -> None:
+        """The example query in the editor (it starts empty: what is typed is the query)."""
+        editor = self.query_one(CypherEditor)
+        editor.load_text(STARTER)
+        editor.focus()
+
+    def action_clear(self) -> None:
+        editor = self.query_one(CypherEditor)
+        editor.load_text("")
+        self.canned = None
+        editor.focus()
 
     # ---- running -----------------------------------------------------------------------------
     def action_run_query(self) -> None:

@@ -95,7 +95,8 @@ class InspectorScreen(ExplorerScreen):
     def on_event_loaded(self, message: EventLoaded) -> None:
         self.loading_id = None
         detail = message.detail
-        self.detail = detail = replace(detail, neighbours=_in_order(detail.neighbours))
+        ordered = grouped_by_edge_set(_in_order(detail.neighbours))
+        self.detail = detail = replace(detail, neighbours=ordered)
         self.explorer.update_focus(event_id=detail.id)
         self._title(message.elapsed_s)
         self.query_one("#fields", Static).update(_fields_text(detail))
@@ -199,6 +200,28 @@ def _in_order(neighbours: pa.Table) -> pa.Table:
     keyed = neighbours.append_column("_dep", dep)
     keys = ["_dep", "relation", "direction", "ts", "id", "detail", "name", "rank", "dur"]
     return keyed.sort_by([(k, "ascending") for k in keys]).drop_columns(["_dep"])
+
+
+def grouped_by_edge_set(neighbours: pa.Table) -> pa.Table:
+    """One row per dependency edge that several edge sets hold alike (same neighbour, direction,
+    type and boundaries, critical or not): its relation names them all (`DEP hta-0.5.0, native`),
+    where the sets agree on an event's edges, as they mostly do."""
+    rows = neighbours.to_pylist()
+    out: list[dict] = []
+    at: dict[tuple, int] = {}
+    for row in rows:
+        relation = row["relation"] or ""
+        if not relation.startswith("DEP "):
+            out.append(row)
+            continue
+        key = (row["direction"], row["id"], row["detail"])
+        if key in at:
+            first = out[at[key]]
+            first["relation"] = f"{first['relation']}, {relation.removeprefix('DEP ')}"
+        else:
+            at[key] = len(out)
+            out.append(dict(row))
+    return pa.Table.from_pylist(out, schema=neighbours.schema)
 
 
 def _fields_text(detail: EventDetail) -> Text:

@@ -108,6 +108,15 @@ class ReportScreen(ExplorerScreen):
             )
         )
         self._show_detail(0)
+        self.query_one("#findings", FitTable).focus()  # the arrow keys move in the table
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """The table of the tab shown takes the focus (its arrow keys work at once)."""
+        pane = event.pane
+        if pane is not None:
+            tables = pane.query(FitTable)
+            if tables:
+                tables.first().focus()
 
     def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
         if event.data_table.id == "findings":

@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.widgets import Header, Static
 from textual.worker import get_current_worker
 
+from tracegraph.ingest.edgesets.native.report import CROSS_RANK_SUFFIX
 from tracegraph.ingest.edgesets.native.segments import Segment
 from tracegraph.ingest.python_frames import readable
 from tracegraph.ingest.schema import event_key
@@ -106,7 +107,7 @@ class StepScreen(ExplorerScreen):
         if get_current_worker().is_cancelled:
             return
         if edge_set not in edge_sets:
-            edge_set = edge_sets[0] if edge_sets else None
+            edge_set = preferred_edge_set(edge_sets)
         self.post_message(StepsListed(windows, edge_sets, step, edge_set))
         if windows:
             self._load_step(_pick(windows, step), edge_set)
@@ -332,6 +333,22 @@ class StepScreen(ExplorerScreen):
 
     def action_reset_zoom(self) -> None:
         self.query_one(TimelineStrip).action_reset_zoom()
+
+
+def preferred_edge_set(edge_sets: list[str]) -> str | None:
+    """The set the screen opens on (where the user chose none): tracegraph's own native set,
+    else another per-rank native set, else the first (a cross-rank set holds only the steps'
+    paths across ranks)."""
+    per_rank = [s for s in edge_sets if not s.endswith(CROSS_RANK_SUFFIX)]
+    for chosen in (
+        [s for s in per_rank if s == "native"],
+        [s for s in per_rank if s.startswith("native")],
+        per_rank,
+        edge_sets,
+    ):
+        if chosen:
+            return chosen[0]
+    return None
 
 
 def _pick(windows: list[StepWindow], step: int | None) -> StepWindow:

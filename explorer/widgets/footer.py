@@ -8,13 +8,24 @@ were; this footer keeps its keys then.
 
 from __future__ import annotations
 
+from textual import events
 from textual.app import ComposeResult
 from textual.widgets import Footer
 from textual.widgets._footer import FooterKey
 
+COMPACT_BELOW = 120  # columns: a narrower terminal gets the compact footer (every key fits)
+
 
 class StableFooter(Footer):
-    """A Footer that skips recomposing to the keys it already shows."""
+    """A Footer that skips recomposing to the keys it already shows, compact where the terminal
+    is narrow (at 80 columns the screen keys, Help and the palette fit only so)."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        narrow = event.size.width < COMPACT_BELOW
+        self.compact = narrow
+        # Ctrl+P still opens the palette (the Help screen lists it): its key gives way to the
+        # screens' keys
+        self.show_command_palette = not narrow
 
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
@@ -36,6 +47,7 @@ class StableFooter(Footer):
             ),
             palette[1:] if palette else None,
             self.show_command_palette and app.ENABLE_COMMAND_PALETTE,
+            self.compact,
         )
 
     async def recompose(self) -> None:
@@ -45,7 +57,14 @@ class StableFooter(Footer):
 
     def compose(self) -> ComposeResult:
         self._composed = self._keys_shown()
+        screens_shown = False
         for widget in super().compose():
+            if self.compact and isinstance(widget, FooterKey) and "switch_mode" in widget.action:
+                # narrow: the six screen keys as one (the Help screen lists them)
+                if not screens_shown:
+                    screens_shown = True
+                    yield FooterKey(widget.key, "1-6", "Screens", widget.action)
+                continue
             if isinstance(widget, FooterKey) and "compact" in (widget._reactive_connect or ()):
                 # A key bound to our `compact` would be styled compact (its default) as it
                 # mounts, then not compact (the binding): two restylings per key for nothing.

@@ -192,8 +192,10 @@ the reason where the data shows one, filtered by type and rank; Enter opens the 
 the inspector, `t` the destination.""",
     "console-params": """## Query console (`5`)
 
-A Cypher editor with completion (labels after `:`, the properties of a variable's label after
-`var.`, keywords; Tab or → accepts) and a history (Ctrl+↑/Ctrl+↓). `Ctrl+R` runs the query;
+A Cypher editor, empty at first (`Ctrl+T` puts an example in it, `Ctrl+L` clears it), with
+completion (labels after `:`, the properties of a variable's label after `var.`, keywords; Tab
+or → accepts) and a history (Ctrl+↑/Ctrl+↓). Digits are text here; the F-keys (`F1`–`F6`)
+switch screens from the editor too. `Ctrl+R` runs the query;
 `$parameters` are asked for in a dialog, prefilled with the run and rank in focus. `Ctrl+O`
 picks a canned query and asks for its typed parameters:""",
     "console": """Results are shown by pages of 100 rows (`Ctrl+N`/`Ctrl+B`; at most 200,000

@@ -257,3 +257,26 @@ async def test_a_served_console_keeps_no_history_file_and_asks_for_no_path(
     assert json.loads(_console_history.read_text()) == [
         "MATCH (n:Op) RETURN 'the server user's' AS q"
     ]
+
+
+@pilot_test
+async def test_the_console_starts_empty_and_f_keys_leave_it(synthetic_db: Path) -> None:
+    """Typing goes into an empty editor (the example is Ctrl+T away, Ctrl+L clears); digits are
+    text there, and the F-keys still switch screens (the editor binds F6 and F7 itself)."""
+    app = make_app(synthetic_db, mode="console")
+    async with app.run_test(size=SIZE) as pilot:
+        console = await _console(pilot)
+        editor = console.query_one(CypherEditor)
+        assert editor.text == "" and editor.has_focus
+        await pilot.press("R", "E", "T", "U", "R", "N", "space", "6")
+        assert editor.text == "RETURN 6" and app.screen is console  # "6" typed, not Report
+        await pilot.press("ctrl+l")
+        assert editor.text == ""
+        await pilot.press("ctrl+t")
+        assert editor.text.startswith("MATCH (k:Kernel) WHERE k.run = $run")
+        await pilot.press("f6")
+        await settle(pilot)
+        assert app.current_mode == "report"
+        await pilot.press("f5")
+        await settle(pilot)
+        assert app.current_mode == "console"

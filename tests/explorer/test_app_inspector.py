@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 from textual.widgets import DataTable, Input
 
 from tracegraph.explorer.screens.dialogs import ErrorDialog, PromptDialog
@@ -52,7 +53,12 @@ async def test_critical_path_rows_open_in_the_inspector_and_edges_follow_back(
         assert first.id == step.path.edges["src_id"][0].as_py()
         assert first.label == "Kernel"
         relations = set(first.neighbours["relation"].to_pylist())
-        assert {"LAUNCHES", "NEXT_ON_STREAM", "DEP fake-a", "DEP fake-b"} <= relations
+        assert {"LAUNCHES", "NEXT_ON_STREAM"} <= relations
+        named = {s for r in relations if r.startswith("DEP ") for s in r[4:].split(", ")}
+        assert {"fake-a", "fake-b"} <= named  # an edge both sets hold: one row naming both
+        deps = [n for n in first.neighbours.to_pylist() if n["relation"].startswith("DEP ")]
+        keys = [(n["direction"], n["id"], n["detail"]) for n in deps]
+        assert len(keys) == len(set(keys))
 
         neighbours = inspector.query_one("#neighbours", DataTable)
         neighbours.move_cursor(row=_row_of(inspector, "LAUNCHES", "launched by"))
@@ -108,3 +114,29 @@ async def test_go_to_events_collective_peers_and_an_unknown_id(edges_db: Path) -
         await settle(pilot)
         assert inspector.detail.id == peers[0]["id"]
         assert inspector.back_stack == [nccl["id"]]
+
+
+def test_a_neighbour_several_edge_sets_agree_on_is_listed_once() -> None:
+    from tracegraph.explorer.screens.inspector import grouped_by_edge_set
+
+    def row(relation: str, i: int, detail: str) -> dict:
+        return {"relation": relation, "direction": "to", "id": i, "label": "Kernel", "rank": 0,
+                "name": f"k{i}", "ts": i, "dur": 1, "detail": detail}  # fmt: skip
+
+    table = pa.Table.from_pylist(
+        [
+            row("LAUNCHES", 1, ""),
+            row("DEP hta-0.5.0", 1, "kernel_launch_delay start→start (critical)"),
+            row("DEP hta-0.5.0", 2, "kernel_kernel_delay end→start"),
+            row("DEP native", 1, "kernel_launch_delay start→start (critical)"),
+            row("DEP native", 2, "kernel_kernel_delay end→start (critical)"),
+            row("DEP traceinsight-0.6.1", 1, "kernel_launch_delay start→start (critical)"),
+        ]
+    )
+    got = grouped_by_edge_set(table).to_pylist()
+    assert [(r["relation"], r["id"]) for r in got] == [
+        ("LAUNCHES", 1),
+        ("DEP hta-0.5.0, native, traceinsight-0.6.1", 1),
+        ("DEP hta-0.5.0", 2),  # not critical there: another edge than native's
+        ("DEP native", 2),
+    ]
