@@ -58,7 +58,7 @@ class EdgeSetDiff:
     run: str
     a: str
     b: str
-    counts: pa.Table  # rank, type, only_a, only_b, both, critical_changed
+    counts: pa.Table  # rank, type, only_a, only_b, both, weight_changed, critical_changed
     path_lengths: pa.Table  # rank, a_ns, b_ns, a_status, b_status
     edges: pa.Table  # one row per differing edge, with `change` and `reason`
 
@@ -373,6 +373,7 @@ def _counts(joined: pa.Table) -> pa.Table:
     in_a, in_b = joined["in_a"], joined["in_b"]
     both = pc.and_(in_a, in_b)
     crit = pc.and_(both, pc.not_equal(joined["a_on_critical_path"], joined["b_on_critical_path"]))
+    weight = pc.and_(both, pc.not_equal(joined["a_weight_ns"], joined["b_weight_ns"]))
     frame = pa.table(
         {
             "rank": joined["rank"],
@@ -380,13 +381,13 @@ def _counts(joined: pa.Table) -> pa.Table:
             "only_a": pc.cast(pc.and_(in_a, pc.invert(in_b)), pa.int64()),
             "only_b": pc.cast(pc.and_(in_b, pc.invert(in_a)), pa.int64()),
             "both": pc.cast(both, pa.int64()),
+            "weight_changed": pc.cast(pc.fill_null(weight, False), pa.int64()),
             "critical_changed": pc.cast(pc.fill_null(crit, False), pa.int64()),
         }
     )
-    sums = frame.group_by(["rank", "type"]).aggregate(
-        [(c, "sum") for c in ("only_a", "only_b", "both", "critical_changed")]
-    )
-    sums = sums.rename_columns(["rank", "type", "only_a", "only_b", "both", "critical_changed"])
+    counted = ("only_a", "only_b", "both", "weight_changed", "critical_changed")
+    sums = frame.group_by(["rank", "type"]).aggregate([(c, "sum") for c in counted])
+    sums = sums.rename_columns(["rank", "type", *counted])
     return sums.sort_by([("rank", "ascending"), ("type", "ascending")])
 
 

@@ -145,10 +145,15 @@ def _native_edges(args: argparse.Namespace) -> int:
             allow_empty=args.allow_empty,
         )
     assert isinstance(result, NativeEdgeSetResult)
+    in_set = sum(
+        r.edges_by_type.get("sync_dependency", 0) for r in result.ranks if r.status == "ok"
+    )
     print(
         f"edge set '{result.name}' of run '{result.run}': {result.edges_loaded:,} edges"
         + (
-            f", {result.inferred_syncs:,} sync edges inferred from runtime calls"
+            f"; {result.inferred_syncs:,} sync waits inferred from runtime calls over the "
+            f"whole trace (SYNCS), {in_set:,} of them in the set's window(s) as "
+            "sync_dependency edges (what `export --sync-deps` writes)"
             if result.inferred_syncs
             else ""
         )

@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -196,3 +197,26 @@ def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().out.strip() == (
         f"tracegraph {version('tracegraph')} (kuzu {version('kuzu')})"
     )
+
+
+@needs_traces
+def test_edges_says_why_inferred_syncs_and_exported_sync_deps_differ(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The inferred waits cover the whole trace; the edge set holds those in its window: the
+    two counts `edges` prints are the SYNCS and what `export --sync-deps` writes."""
+    db = tmp_path / "nccl.kuzu"
+    code, _, _ = _run(capsys, "ingest", str(TRACES / "hta/nccl_parser_config"), "--db", str(db))
+    assert code == 0
+    code, out, _ = _run(capsys, "edges", str(db), "--native")
+    found = re.search(r"; ([\d,]+) sync waits inferred .* whole trace \(SYNCS\), ([\d,]+) of them "
+                      r"in the set's window\(s\) as sync_dependency edges", out)  # fmt: skip
+    assert code == 0 and found
+    inferred, in_set = (int(g.replace(",", "")) for g in found.groups())
+    syncs = tracegraph.open(db).query("MATCH ()-[s:SYNCS]->() RETURN count(*) AS n")
+    assert syncs["n"][0].as_py() == inferred > in_set
+    out_file = tmp_path / "deps.json"
+    code, out, _ = _run(
+        capsys, "export", str(db), "--sync-deps", str(out_file), "--edge-set", "native"
+    )
+    assert code == 0 and f"wrote {out_file}: {in_set:,} sync dependencies" in out

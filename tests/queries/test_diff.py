@@ -113,6 +113,9 @@ def test_counts_add_up_and_filters_apply(diff_db: Path) -> None:
     counts = everything.counts
     only_a, only_b, both = (pc.sum(counts[c]).as_py() for c in ("only_a", "only_b", "both"))
     assert [t["n"] for t in totals] == [only_a + both, only_b + both]
+    # the counts hold the edge list's weight changes (before: only the list had them)
+    listed = everything.edges.filter(pc.equal(everything.edges["change"], "weight changed"))
+    assert pc.sum(counts["weight_changed"]).as_py() == listed.num_rows > 0
     assert set(kk.edges["type"].to_pylist()) == {"kernel_kernel_delay"}
 
 
