@@ -1,12 +1,14 @@
 """`tracegraph report --html FILE`: the report as one self-contained HTML page (no scripts, no
-network): the findings first, then charts drawn with matplotlib and inlined as SVG (step times
-per rank, each rank's GPU time by what filled it, what bound each step), then every table,
-times in µs. Matplotlib is imported only here, and only when a page is made."""
+network): charts first, drawn with matplotlib and inlined as SVG (ranks × steps for a large
+job, each rank's steps by what filled them, what bound each step, each rank's GPU time by what
+filled it, the roofline, the allocator), then the findings, then every table, times in µs.
+Matplotlib is imported only here, and only when a page is made."""
 
 from __future__ import annotations
 
 import html
 import io
+import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -36,7 +38,7 @@ tr:nth-child(even) { background: #f4f4f4 }
 svg { max-width: 100%; height: auto } .note { color: #555; font-size: 12px }
 """
 SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no clock, no URL
-STEP_COLOUR, SLOWEST_COLOUR = "#5d6d7e", "#c0392b"
+SLOWEST_COLOUR = "#c0392b"
 SEGMENTS = {  # a temporal bar's parts, in drawing order: label, colour
     "compute": ("compute", "#2e86c1"),
     "communication": ("communication", "#f39c12"),
@@ -65,17 +67,17 @@ def report_html(report: Report, db: str) -> str:
         f"<h1>Run {html.escape(report.run)}</h1>",
         f"<p>{html.escape(db)} · rank(s) {rank_ranges(report.ranks)}{step} · {mode}</p>",
         _summary_note(report),
-        "<h2>Findings, most costly first</h2>",
-        _findings(report),
         *_heat_section(report),
-        "<h2>Step time per rank</h2>",
-        _step_section(report),
-        "<h2>GPU time by what filled it, per rank</h2>",
-        _temporal_section(report.tables["temporal"], report.tables["kernel_types"]),
+        "<h2>Each rank's steps: compute, waiting at collectives, communication, idle</h2>",
+        _stack_section(report),
         "<h2>What bound each step (the critical path across ranks)</h2>",
         _critical_section(report),
+        "<h2>GPU time by what filled it, per rank</h2>",
+        _temporal_section(report.tables["temporal"], report.tables["kernel_types"]),
         *_roofline_section(report.tables["op_perf"]),
         *_allocator_section(report.tables["allocator"]),
+        "<h2>Findings, most costly first</h2>",
+        _findings(report),
     ]
     for name, table in report.tables.items():
         if table.num_rows:
@@ -176,75 +178,89 @@ def _findings(report: Report) -> str:
     return "\n".join(out)
 
 
-def _step_section(report: Report) -> str:
-    steps = report.tables["steps"]
-    if not steps.num_rows:
+STACK_PARTS = {  # a step bar's parts, bottom up: label, colour
+    "compute": ("compute", "#2e86c1"),
+    "waiting": ("waiting at collectives", "#c0392b"),
+    "communication": ("communication", "#f39c12"),
+    "idle": ("GPU idle", "#d5d8dc"),
+    "other": ("other (CPU work, copies, overlap)", "#aab7b8"),
+}
+
+
+def step_stacks(report: Report) -> dict[tuple[int, int], dict[str, int]]:
+    """Per (rank, step): the step's time in STACK_PARTS (ns), which sum to the step's time.
+    Waiting is the rank's waits at the step's collectives (on the GPU inside its exposed
+    communication, else on the CPU); compute and idle its GPU's; communication the rest of its
+    exposed communication; taken in that order up to the step's time (the GPU work a step
+    launched may end after it); other what is left."""
+    waits: dict[tuple[int, int], int] = {}
+    for c in report.tables["collectives"].to_pylist():
+        if c["step"] is None:
+            continue
+        for rank, ns in json.loads(c["waits_ns"] or "{}").items():
+            key = (int(rank), int(c["step"]))
+            waits[key] = waits.get(key, 0) + int(ns)
+    out: dict[tuple[int, int], dict[str, int]] = {}
+    for r in report.tables["steps"].to_pylist():
+        step_ns = int(r["step_ns"])
+        waiting = min(waits.get((r["rank"], r["step"]), 0), step_ns)
+        exposed = int(r["exposed_communication_ns"] or 0)
+        compute, idle = int(r["compute_ns"] or 0), int(r["idle_ns"] or 0)
+        wanted = {"waiting": waiting, "compute": compute,
+                  "communication": max(exposed - waiting, 0), "idle": idle}  # fmt: skip
+        left, taken = step_ns, {}
+        for key, ns in wanted.items():  # the step's GPU work can run past its end: each part
+            taken[key] = min(ns, left)  # in this order up to what is left of the step's time
+            left -= taken[key]
+        parts = {key: taken[key] for key in STACK_PARTS if key != "other"}
+        parts["other"] = left
+        out[(r["rank"], r["step"])] = parts
+    return out
+
+
+def _stack_section(report: Report) -> str:
+    stacks = step_stacks(report)
+    if not stacks:
         why = HTA_READS_THE_WHOLE_TRACE if report.mode == HTA_MODE else "no ProfilerSteps"
         return f"<p class='note'>No step times in this report: {why}.</p>"
-    times = _step_ms(steps.to_pylist())
-    size = (min(16.0, 2.0 + 0.6 * len(times)), 3.2)
-    return _svg(size, lambda ax: _draw_steps(ax, times)) + (
-        "<p class='note'>A box per rank over its steps' CPU time; the points are its steps, "
-        "in order, red where the rank was the slowest of that step.</p>"
+    size = (min(16.0, 3.0 + 0.22 * len(stacks)), 3.6)
+    return _svg(size, lambda ax: _draw_stacks(ax, stacks)) + (
+        "<p class='note'>A bar per rank and step, as tall as the step: in a synchronous job every "
+        "rank's step is as long as the slowest's, so the straggler is the rank that does not "
+        "wait (little red) while the others do.</p>"
     )
 
 
-def _step_ms(rows: list[dict[str, Any]]) -> dict[int, list[tuple[int, float, bool]]]:
-    """Per rank, in order, each step's number, time in ms and whether the rank was the
-    slowest of the step (the lowest such rank on a tie; never where the step has one rank)."""
-    by_step: dict[int, list[tuple[int, int]]] = {}
-    for r in rows:
-        by_step.setdefault(r["step"], []).append((r["step_ns"], -r["rank"]))
-    slowest = {step: -max(v)[1] for step, v in by_step.items() if len(v) > 1}
-    times: dict[int, list[tuple[int, float, bool]]] = {}
-    for r in sorted(rows, key=lambda r: (r["rank"], r["step"])):
-        times.setdefault(r["rank"], []).append(
-            (r["step"], r["step_ns"] / 1e6, slowest.get(r["step"]) == r["rank"])
-        )
-    return times
-
-
-def _draw_steps(ax: Axes, times: Mapping[int, list[tuple[int, float, bool]]]) -> dict[str, str]:
-    ranks = sorted(times)
-    drawn = ax.boxplot(
-        [[ms for _, ms, _ in times[r]] for r in ranks],
-        positions=range(len(ranks)),
-        widths=0.6,
-        showfliers=False,  # every step is drawn as a point
-        medianprops={"color": STEP_COLOUR},
-    )
-    titles = {}
-    for i, (rank, box) in enumerate(zip(ranks, drawn["boxes"], strict=True)):
-        mine = times[rank]
-        box.set_gid(f"steps-rank{rank}")
-        titles[f"steps-rank{rank}"] = _box_title(rank, mine)
-        ax.scatter(
-            _spread(i, len(mine)),
-            [ms for _, ms, _ in mine],
-            c=[SLOWEST_COLOUR if worst else STEP_COLOUR for *_, worst in mine],
-            s=14,
-            zorder=3,
-        )
-    ax.set_xticks(range(len(ranks)), [f"rank {r}" for r in ranks])
-    ax.tick_params("x", labelrotation=90 if len(ranks) > 8 else 0)
+def _draw_stacks(ax: Axes, stacks: Mapping[tuple[int, int], dict[str, int]]) -> dict[str, str]:
+    titles, labelled = {}, set()
+    keys = sorted(stacks, key=lambda k: (k[1], k[0]))  # step by step, the ranks side by side
+    x, ticks, labels, previous = 0.0, [], [], None
+    for rank, step in keys:
+        if previous is not None and step != previous:
+            x += 1.0  # a gap between steps
+        previous = step
+        bottom = 0.0
+        for key, ns in stacks[(rank, step)].items():
+            if not ns:
+                continue
+            label, colour = STACK_PARTS[key]
+            drawn = ax.bar(
+                x, ns / 1e6, bottom=bottom, width=0.8, color=colour,
+                label=label if key not in labelled else "_nolegend_",
+            )  # fmt: skip
+            labelled.add(key)
+            gid = f"stack-rank{rank}-step{step}-{key}"
+            drawn.patches[0].set_gid(gid)
+            titles[gid] = f"rank {rank} · step {step} · {label}: {ns / 1e3:,.0f} µs"
+            bottom += ns / 1e6
+        ticks.append(x)
+        labels.append(f"{rank}")
+        x += 1.0
+    ax.set_xticks(ticks, labels, fontsize=7 if len(ticks) > 24 else 9)
+    ax.set_xlabel("rank, step by step (left to right)")
     ax.set_ylabel("step time (ms)")
+    ax.figure.legend(loc="outside lower center", ncols=len(labelled), frameon=False)
     return titles
-
-
-def _box_title(rank: int, steps: list[tuple[int, float, bool]]) -> str:
-    ms = sorted(t for _, t, _ in steps)
-    slowest = ", ".join(str(s) for s, _, worst in steps if worst) or "none"
-    return (
-        f"rank {rank}: {len(ms)} step(s), median {ms[len(ms) // 2]:,.2f} ms, "
-        f"min {ms[0]:,.2f} ms, max {ms[-1]:,.2f} ms; slowest rank in step(s) {slowest}"
-    )
-
-
-def _spread(centre: int, count: int) -> list[float]:
-    """`count` x positions across a box, left to right, so the steps read in order."""
-    if count == 1:
-        return [float(centre)]
-    return [centre - 0.2 + 0.4 * k / (count - 1) for k in range(count)]
 
 
 def _temporal_section(temporal: pa.Table, kernel_types: pa.Table) -> str:

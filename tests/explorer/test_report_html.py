@@ -5,6 +5,7 @@ same database gives the same bytes, and `report` without `--html` never loads ma
 from __future__ import annotations
 
 import html
+import json
 import re
 import subprocess
 import sys
@@ -51,6 +52,11 @@ class Chart:
         """The horizontal extent of a bar's outline."""
         xs = [float(x) for x in re.findall(r"[ML] (-?[\d.]+) ", self.paths[gid])]
         return max(xs) - min(xs)
+
+    def height(self, gid: str) -> float:
+        """The vertical extent of a bar's outline."""
+        ys = [float(y) for y in re.findall(r"[ML] -?[\d.]+ (-?[\d.]+)", self.paths[gid])]
+        return max(ys) - min(ys)
 
 
 def charts(text: str) -> dict[str, Chart]:
@@ -103,7 +109,7 @@ def test_the_page_holds_the_whole_report_and_nothing_from_outside(
     assert len(segments) == 3 and all(segments)  # built in memory: no edge set needed
     assert page.tables == segments + [report.tables[n].num_rows for n in shown]
     assert text.count("class='finding'") == len(report.findings) > 0
-    assert sorted(charts(text)) == ["critical", "steps", "temporal"]  # one <svg> each
+    assert sorted(charts(text)) == ["critical", "stack", "temporal"]  # one <svg> each
     assert sum(1 for tag, _ in page.tags if tag == "svg") == 3
     assert "No critical path in this report" not in text
     assert not [t for t, _ in page.tags if t in ("script", "link", "img", "iframe")]
@@ -116,21 +122,34 @@ def test_the_charts_draw_the_reports_figures(
     db, report = trace_filter
     text = render(db, tmp_path / "report.html")
     assert text.count("<svg") == 3 and "<script" not in text and "http" not in text
+    assert text.index("<svg") < text.index("Findings, most costly first")  # charts first
     drawn = charts(text)
-    labels = {f"rank {r}" for r in report.ranks}
-    assert labels <= drawn["steps"].texts and labels <= drawn["temporal"].texts
-    _check_step_boxes(drawn["steps"], report)
+    assert {f"rank {r}" for r in report.ranks} <= drawn["temporal"].texts
+    _check_step_stacks(drawn["stack"], report)
     _check_temporal_bars(drawn["temporal"], report)
     _check_critical_bars(drawn["critical"], report)
 
 
-def _check_step_boxes(chart: Chart, report: Report) -> None:
-    """A box per rank, each naming the steps where that rank was the slowest."""
-    rows = report.tables["steps"].to_pylist()
-    assert sorted(chart.titles) == [f"steps-rank{r}" for r in report.ranks]
-    for step in {r["step"] for r in rows}:
-        worst = max((r for r in rows if r["step"] == step), key=lambda r: r["step_ns"])
-        assert str(step) in chart.titles[f"steps-rank{worst['rank']}"].split("step(s) ")[-1]
+def _check_step_stacks(chart: Chart, report: Report) -> None:
+    """A bar per rank and step as tall as the step (one scale for every bar), its waiting
+    part the rank's waits at the step's collectives."""
+    waits: dict[tuple[int, int], int] = {}
+    for c in report.tables["collectives"].to_pylist():
+        for rank, ns in json.loads(c["waits_ns"]).items():
+            waits[(int(rank), c["step"])] = waits.get((int(rank), c["step"]), 0) + ns
+    px_per_ns = []
+    for row in report.tables["steps"].to_pylist():
+        bar = f"stack-rank{row['rank']}-step{row['step']}-"
+        parts = [gid for gid in chart.titles if gid.startswith(bar)]
+        assert parts
+        px_per_ns.append(sum(chart.height(gid) for gid in parts) / row["step_ns"])
+        waited = min(waits.get((row["rank"], row["step"]), 0), row["step_ns"])
+        if waited:
+            assert (
+                f"waiting at collectives: {waited / 1e3:,.0f} µs" in chart.titles[bar + "waiting"]
+            )
+            px_per_ns.append(chart.height(bar + "waiting") / waited)
+    assert max(px_per_ns) == pytest.approx(min(px_per_ns), rel=1e-3)
 
 
 def _check_temporal_bars(chart: Chart, report: Report) -> None:
