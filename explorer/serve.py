@@ -86,7 +86,7 @@ def serve(
         max_clients=max_clients,
         host=host,
         port=port,
-        title=f"tracegraph {db}",
+        title=f"tracegraph — {Path(db).name}",  # the tab's title: not the server's path
         public_url=public_url,
     )
     try:

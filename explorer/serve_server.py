@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import aiohttp_jinja2
@@ -16,6 +17,7 @@ from textual_serve.server import Server, to_int
 from .serve_access import Access
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+TEMPLATES = Path(__file__).resolve().parent / "templates"
 
 
 class GuardedServer(Server):
@@ -31,7 +33,10 @@ class GuardedServer(Server):
         title: str,
         public_url: str | None,
     ) -> None:
-        super().__init__(command, host=host, port=port, title=title, public_url=public_url)
+        super().__init__(
+            command, host=host, port=port, title=title, public_url=public_url,
+            templates_path=TEMPLATES,  # tracegraph's page: the explorer at once, nothing fetched
+        )  # fmt: skip
         self.access = access
         self.max_clients = max_clients
         self.clients = 0

@@ -405,3 +405,17 @@ def test_a_host_beyond_loopback_needs_allow_remote_and_is_warned_of(
         assert _status(f"http://127.0.0.1:{port}/", {"Host": f"box:{port}"}) == 403
     log = (tmp_path / "serve.log").read_text()
     assert "warning: serving" in log and "beyond this machine" in log
+
+
+def test_the_page_is_tracegraphs_own_titled_by_the_file(db: Path, tmp_path: Path) -> None:
+    """The explorer straight away: the tab titled by the database's file name (not the server's
+    path), no landing card, nothing fetched from outside (no web font)."""
+    with _server(db, tmp_path) as (_, url):
+        with urllib.request.urlopen(url, timeout=10) as response:
+            page = response.read().decode()
+    assert f"<title>tracegraph — {db.name}</title>" in page
+    assert str(db.parent) not in page
+    origin = _parts(url)[0]
+    fetched = re.findall(r"(?:https?|wss?)://[^\"' ]+", page)
+    assert fetched and all(u.split("://")[1].startswith(origin.split("://")[1]) for u in fetched)
+    assert "textual.js" in page and 'id="terminal"' in page
