@@ -498,8 +498,9 @@ class Graph:
         findings: bool = True,
     ) -> dict[str, int]:
         """Write the run (or one `rank`) as Chrome trace JSON to `out` (for ui.perfetto.dev):
-        its events, `edge_set`'s critical path as flow arrows, the report's findings as
-        instant events. Written whole or not at all; the counts of what was written."""
+        its events, `edge_set`'s critical path (its events marked, a flow arrow where it
+        changes track), the report's findings as instant events. Written whole or not at all;
+        the counts of what was written (events, path_edges, flows, segments, findings)."""
         from .ingest.edgesets.records import run_source
         from .queries.perfetto import write_chrome_trace
         from .queries.report import build_report

@@ -1,5 +1,6 @@
 """A run as Chrome trace JSON, for ui.perfetto.dev or chrome://tracing: its events (one rank or
-all), an edge set's critical path overlaid as flow arrows with its events marked (and, for a
+all), an edge set's critical path overlaid, its events marked and a flow arrow where it moves
+from one track to another (a launch, a sync, another thread or rank) (and, for a
 native set, its segments as slices on a "critical path (segments)" track of each rank), and the
 report's findings as instant events.
 
@@ -55,7 +56,7 @@ def write_chrome_trace(
         out.write(separator + text)
         separator = ",\n"
 
-    counts = {"events": 0, "flows": 0, "segments": 0, "findings": 0}
+    counts = {"events": 0, "path_edges": 0, "flows": 0, "segments": 0, "findings": 0}
     for line in _metadata(events):
         emit(line)
     for label, table in events.items():
@@ -71,9 +72,15 @@ def write_chrome_trace(
             )
             counts["events"] += 1
     if path is not None:
+        # an arrow where the path moves to another track (a launch, a sync, another thread or
+        # rank); along one track its events are marked, an arrow per edge would bury them
         for i, edge in enumerate(path.to_pylist()):
-            for phase, end in (("s", "src"), ("f", "dst")):
-                pid, tid, _ = where.get(edge[f"{end}_id"], (-1, -1, 0))
+            counts["path_edges"] += 1
+            src = where.get(edge["src_id"], (-1, -1, 0))[:2]
+            dst = where.get(edge["dst_id"], (-1, -1, 0))[:2]
+            if src == dst:
+                continue
+            for phase, end, (pid, tid) in (("s", "src", src), ("f", "dst", dst)):
                 binding = ', "bp": "e"' if phase == "f" else ""
                 emit(
                     f'{{"ph": "{phase}", "id": {i}, "name": "critical path", '

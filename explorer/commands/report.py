@@ -102,8 +102,9 @@ def export_command(args: argparse.Namespace) -> int:
         findings=not args.no_findings,
     )
     print(
-        f"wrote {args.perfetto}: {counts['events']:,} events, {counts['flows']:,} critical-path "
-        f"edges, {counts['segments']:,} path segments, {counts['findings']} findings (open it "
-        "in ui.perfetto.dev)"
+        f"wrote {args.perfetto}: {counts['events']:,} events, {counts['path_edges']:,} "
+        f"critical-path edges (their events marked; {counts['flows']:,} arrows where the path "
+        f"changes track), {counts['segments']:,} path segments, {counts['findings']} findings "
+        "(open it in ui.perfetto.dev)"
     )
     return 0
