@@ -85,6 +85,23 @@ def describe(v: StepVerdict) -> str:
     return text + f"; {clocks(v.clock_offset_ns)}"
 
 
+def describe_short(v: StepVerdict, op_width: int = 40) -> str:
+    """The verdict in a line or two (the TUI at 80 columns): the path's length, what bound
+    it, and the straggler with its lateness and the wait it caused, said first."""
+    op = readable(v.bound_by_op) if v.bound_by_op else ""
+    if len(op) > op_width:
+        op = op[: op_width - 1] + "…"
+    s = v.straggler
+    late = (
+        "no rank arrived late"
+        if s is None
+        else f"straggler rank {s['rank']}: +{int(s['lateness_ns']) / 1e6:,.2f} ms late, "  # type: ignore[call-overload]
+        f"{int(s['caused_wait_ns']) / 1e6:,.2f} ms of the others' wait"  # type: ignore[call-overload]
+    )
+    bound = f"bound by rank {v.bound_by_rank}" + (f" in {op}" if op else "")
+    return f"{v.step}: {late}; across ranks {v.length_ns / 1e6:,.2f} ms, {bound}"
+
+
 def clocks(offsets: dict[int, int]) -> str:
     """Which ranks' clocks were shifted to align them, and by how much."""
     shifted = {r: ns for r, ns in sorted(offsets.items()) if ns}

@@ -152,27 +152,29 @@ class OverviewScreen(ExplorerScreen):
         self.query_one(StepChart).show(rank_steps(ov.step_times, ov.steps))
 
     def _fill_steps(self, steps: pa.Table, verdicts: dict[str, StepVerdict]) -> None:
+        # the straggler (who the others waited for) first: in a synchronous job the step
+        # times are alike, and at 80 columns the later columns are what gets cut
         headers = [
             "step",
             "ranks",
-            "min ms",
+            "straggler, late ms",
             "median ms",
-            "max ms",
             "spread",
+            "min ms",
+            "max ms",
             "slowest",
-            "straggler",
             "distribution",
         ]
         rows: list[list[Cell]] = [
             [
                 row["name"],
                 str(row["ranks"]),
-                ms(row["min_ns"]),
-                ms(row["median_ns"]),
-                Text(ms(row["max_ns"]), style="bold red"),
-                percent(row["spread"]),
-                Text(f"rank {row['slowest_rank']}", style="bold red"),
                 _straggler_cell(verdicts.get(row["name"])),
+                ms(row["median_ns"]),
+                percent(row["spread"]),
+                ms(row["min_ns"]),
+                Text(ms(row["max_ns"]), style="bold red"),
+                Text(f"rank {row['slowest_rank']}", style="bold red"),
                 sparkline(row["histogram"]),
             ]
             for row in steps.to_pylist()

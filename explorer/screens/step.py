@@ -20,7 +20,7 @@ from tracegraph.ingest.edgesets.native.report import CROSS_RANK_SUFFIX
 from tracegraph.ingest.edgesets.native.segments import Segment
 from tracegraph.ingest.python_frames import readable
 from tracegraph.ingest.schema import event_key
-from tracegraph.queries.crossrank import describe, step_verdicts
+from tracegraph.queries.crossrank import describe_short, step_verdicts
 from tracegraph.queries.step import (
     CriticalPath,
     StepWindow,
@@ -161,7 +161,7 @@ class StepScreen(ExplorerScreen):
             path = critical_path(store, window, edge_set) if edge_set else None
             verdicts = step_verdicts(store, window.run)
             found = next((v for v in verdicts if v.step == window.name), None)
-            verdict = describe(found).strip() if found is not None else ""
+            verdict = describe_short(found) if found is not None else ""
             rows = _path_rows(path.edges) if path is not None else None
             segments = (
                 stored_segments(store, window.run, edge_set, window.rank, window.name)

@@ -43,3 +43,26 @@ def test_the_step_screen_opens_on_the_native_set() -> None:
     assert preferred_edge_set(["hta-0.5.0", "traceinsight-0.6.1"]) == "hta-0.5.0"
     assert preferred_edge_set(["native:cross-rank"]) == "native:cross-rank"
     assert preferred_edge_set([]) is None
+
+
+def test_the_short_verdict_says_the_straggler_first(tmp_path: Path) -> None:
+    """The TUI's verdict (two lines at 80 columns): the straggler, its lateness and the wait it
+    caused, from the same stored verdict the long form reads."""
+    from tracegraph.queries.crossrank import describe_short
+
+    write_per_rank(SyntheticConfig(ranks=3, steps=2, layers=2, late_rank=1, late_us=5_000),
+                   tmp_path / "t")  # fmt: skip
+    g = tracegraph.open(tmp_path / "job.kuzu")
+    g.ingest(tmp_path / "t", run="job")
+    g.edges("native", run="job", all_steps=True)
+    with g.reading() as store:
+        verdicts = step_verdicts(store, "job")
+    assert verdicts
+    for v in verdicts:
+        text = describe_short(v)
+        s = v.straggler
+        assert s is not None and s["rank"] == 1
+        late = f"straggler rank 1: +{int(s['lateness_ns']) / 1e6:,.2f} ms late"
+        assert text.startswith(f"{v.step}: {late}") and len(text) < 160
+        assert f"{int(s['caused_wait_ns']) / 1e6:,.2f} ms of the others' wait" in text
+        assert f"bound by rank {v.bound_by_rank}" in text
