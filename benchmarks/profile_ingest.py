@@ -45,8 +45,8 @@ _DONE = object()  # a generator seam's end
 SEAMS: list[tuple[ModuleType | type, str, str]] = [
     (read, "rank_traces", PARSE),  # a generator: timed while it makes each rank
     (parse, "json_blocks", "parse/read+gunzip"),
-    (parse, "_decode", "parse/msgspec decode (trace, args)"),
-    (parse, "_event_table", "parse/event table (arrow)"),
+    (parse, "decode_blob", "parse/msgspec decode (trace, args)"),
+    (parse, "event_table", "parse/event table (arrow)"),
     (parse, "_decode_args", "parse/event table/args"),
     (parse, "_split_by_rank", "parse/split by rank"),
     (nodes, "with_keys", "link/keys"),

@@ -22,7 +22,7 @@ from tracegraph.queries.report.analyses import SHARE_NAMES
 from tracegraph.queries.report.ranks import rank_ranges, ranks_phrase
 
 from .names import shorten_all
-from .report_view import TITLES, _in_us, finding_figures, finding_where
+from .report_view import TITLES, finding_figures, finding_where, in_us
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -532,7 +532,7 @@ def _inline(svg: str, titles: Mapping[str, str]) -> str:
 
 
 def _table(table: pa.Table) -> str:
-    shown = _in_us(table.drop_columns([c for c in table.column_names if c in ("waits_ns",)]))
+    shown = in_us(table.drop_columns([c for c in table.column_names if c in ("waits_ns",)]))
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) for t in shown.schema.types]
     columns = [_cells(shown.column(i).to_pylist()) for i in range(shown.num_columns)]
     head = "".join(f"<th>{html.escape(n)}</th>" for n in shown.column_names)

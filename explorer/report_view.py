@@ -268,7 +268,7 @@ def _write_tables(
         if name == "kernel_sequences":
             rows = _sequences_shortened(rows)
         hidden = [c for c in rows.column_names if c in TEXT_HIDES]
-        shown = _in_us(rows.drop_columns(hidden))
+        shown = in_us(rows.drop_columns(hidden))
         text = output.render(shown, max_width=width)
         out.write("".join(f"  {line}\n" for line in text.splitlines()))
 
@@ -285,7 +285,7 @@ def _write_nodes(out: TextIO, rows: pa.Table, width: int | None) -> None:
             "every node: --format csv --table nodes)\n"
         )
         rows = kept
-    text = output.render(_in_us(rows), max_width=width)
+    text = output.render(in_us(rows), max_width=width)
     out.write("".join(f"  {line}\n" for line in text.splitlines()))
 
 
@@ -354,7 +354,7 @@ def module_outline(rows: pa.Table) -> pa.Table:
     )
 
 
-def _in_us(table: pa.Table) -> pa.Table:
+def in_us(table: pa.Table) -> pa.Table:
     """`*_ns` columns as `*_us` floats, `*_bytes` as `*_MiB` (-1: not recorded, as null)."""
     columns, names = [], []
     for name in table.column_names:

@@ -51,7 +51,7 @@ from .read import STREAM_BYTES, file_traces, not_a_trace, rank_traces
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from .pipeline import _Files, _Source
+    from .pipeline import FilesSeen, TraceFile
 
 Progress = Callable[[str, int, int], None]
 
@@ -236,7 +236,7 @@ class FilePool(Protocol):
     slots: int
     summarise: Summariser | None  # summary tier: the ranks summarised (`prepare.Summariser`)
 
-    def submit(self, source: _Source, options: ParseOptions, run: str, run_idx: int) -> object:
+    def submit(self, source: TraceFile, options: ParseOptions, run: str, run_idx: int) -> object:
         """Start preparing `source`; a handle for `result`."""
         ...
 
@@ -274,7 +274,7 @@ class ProcessFilePool:
             )
 
     def submit(
-        self, source: _Source, options: ParseOptions, run: str, run_idx: int
+        self, source: TraceFile, options: ParseOptions, run: str, run_idx: int
     ) -> Future[FileOutcome]:
         in_folder = source.folder is not None
         with _main_hidden():  # workers start on demand
@@ -307,12 +307,12 @@ class ProcessFilePool:
 
 
 def prepare_in_parallel(
-    found: list[_Source],
+    found: list[TraceFile],
     options: ParseOptions,
     run: str,
     run_idx: int,
     pool: FilePool,
-    seen: _Files,
+    seen: FilesSeen,
     report: Progress,
     work: list[FileWork] | None = None,
     keep_going: bool = False,
@@ -359,7 +359,7 @@ def prepare_in_parallel(
 
 
 def _ahead(
-    pool: FilePool, found: list[_Source], options: ParseOptions, run: str, run_idx: int
+    pool: FilePool, found: list[TraceFile], options: ParseOptions, run: str, run_idx: int
 ) -> Iterator[object]:
     """Each file's handle in file order, `pool.slots` files submitted beyond the one taken: while
     this process loads a file's ranks, every worker is already on a later file."""
@@ -402,11 +402,11 @@ def _main_hidden() -> Iterator[None]:
 
 
 def _in_process(
-    source: _Source,
+    source: TraceFile,
     options: ParseOptions,
     run: str,
     run_idx: int,
-    seen: _Files,
+    seen: FilesSeen,
     summarise: Summariser | None,
 ) -> Generator[PreparedRank, None, None]:
     traces = file_traces(source, options, seen)

@@ -108,7 +108,7 @@ class _LooseArgs(_Args):
     coll_seq: Any = msgspec.field(default=None, name="Seq")
 
 
-class _TraceShell(msgspec.Struct):
+class TraceShell(msgspec.Struct):
     """The top level, with each event kept as raw JSON text (a view into the file's bytes)."""
 
     traceEvents: list[msgspec.Raw] | None = None
@@ -119,8 +119,8 @@ class _TraceShell(msgspec.Struct):
     deviceProperties: Any = None
 
 
-_SHELL_DECODER = msgspec.json.Decoder(_TraceShell | list[msgspec.Raw])
-_EVENT_DECODERS = (
+_SHELL_DECODER = msgspec.json.Decoder(TraceShell | list[msgspec.Raw])
+EVENT_DECODERS = (
     msgspec.json.Decoder(list[_RawEvent]),
     msgspec.json.Decoder(list[_LooseEvent]),
 )
@@ -160,7 +160,7 @@ DROP_REASONS = {
 }
 
 
-def _decode(decoders: tuple[msgspec.json.Decoder, ...], data: bytes) -> tuple[Any, bool]:
+def decode_blob(decoders: tuple[msgspec.json.Decoder, ...], data: bytes) -> tuple[Any, bool]:
     """Decode with the typed decoder, falling back to the loose one on a type mismatch:
     (the values, whether loosely)."""
     try:
@@ -370,7 +370,7 @@ def _parse(path: Path, handover: list[bytes | bytearray], options: ParseOptions)
     try:
         return _parse_json(path, handover, options)
     except RecursionError as exc:
-        raise TraceFormatError(path, f"JSON nested too deeply ({_first_line(exc)})") from exc
+        raise TraceFormatError(path, f"JSON nested too deeply ({first_line(exc)})") from exc
 
 
 def _parse_json(
@@ -380,9 +380,9 @@ def _parse_json(
     try:
         shell = _SHELL_DECODER.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TraceFormatError(path, f"not a Kineto JSON trace ({_first_line(exc)})") from exc
+        raise TraceFormatError(path, f"not a Kineto JSON trace ({first_line(exc)})") from exc
     if isinstance(shell, list):
-        raw_events, shell = shell, _TraceShell()
+        raw_events, shell = shell, TraceShell()
     elif shell.traceEvents is None:
         raise TraceFormatError(path, "JSON has no 'traceEvents' list")
     else:
@@ -396,12 +396,12 @@ def _parse_json(
     for start in range(0, len(raw_events), CHUNK_EVENTS):
         blob = b"[" + b",".join(raw_events[start : start + CHUNK_EVENTS]) + b"]"
         try:
-            events, loose = _decode(_EVENT_DECODERS, blob)
+            events, loose = decode_blob(EVENT_DECODERS, blob)
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise TraceFormatError(path, f"malformed {_at(exc, offset=start)}") from exc
+            raise TraceFormatError(path, f"malformed {event_position(exc, offset=start)}") from exc
         del blob
-        chunks.append(_event_table(path, events, start, loose))
-        for pid, ranks in _process_names(events, start).items():
+        chunks.append(event_table(path, events, start, loose))
+        for pid, ranks in process_names(events, start).items():
             for rank, ev_idx in ranks.items():
                 metadata.setdefault(pid, {}).setdefault(rank, ev_idx)
     del raw_events, data
@@ -427,18 +427,19 @@ def memory_counts(events: pa.Table) -> tuple[int, int]:
     return int(pc.sum(memory).as_py() or 0), int(pc.sum(kept).as_py() or 0)
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """An error's message, its first line (its type's name where it has none)."""
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 _POSITION = re.compile(r"`\$\[(\d+)\]")
 
 
-def _at(exc: BaseException, offset: int = 0, indices: pa.Array | None = None) -> str:
+def event_position(exc: BaseException, offset: int = 0, indices: pa.Array | None = None) -> str:
     """'event N (problem)' from a msgspec error whose path starts with the position `$[k]` in
     the decoded list, N = offset + k or indices[k] (its index in traceEvents); 'event
     (problem)' where the error names no position."""
-    message = _first_line(exc)
+    message = first_line(exc)
     match = _POSITION.search(message)
     if not match:
         return f"event ({message})"
@@ -463,7 +464,7 @@ def _check_span(path: Path, events: pa.Table) -> None:
         )
 
 
-def _event_table(path: Path, raw: list[_RawEvent], first_idx: int, loose: bool) -> pa.Table:
+def event_table(path: Path, raw: list[_RawEvent], first_idx: int, loose: bool) -> pa.Table:
     """Columns of the complete ('X'), flow and `[memory]` events, and the events without a
     phase; ev_idx is the position in traceEvents (`raw` starts at position `first_idx`). `drop`
     says why an event is to be left out (no ph, no numeric ts, a bad dur), null for the others."""
@@ -526,9 +527,9 @@ def _is_memory(event: _RawEvent) -> bool:
 def _decode_args(path: Path, args_raw: list[bytes], ev_idx: pa.Array) -> dict[str, pa.Array]:
     blob = b"[" + b",".join(a if a else b"null" for a in args_raw) + b"]"
     try:
-        parsed, loose = _decode(_ARGS_DECODERS, blob)
+        parsed, loose = decode_blob(_ARGS_DECODERS, blob)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        where = _at(exc, indices=ev_idx)
+        where = event_position(exc, indices=ev_idx)
         raise TraceFormatError(path, f"unreadable args of {where}") from exc
     none = _Args()
     rows = [a if a is not None else none for a in parsed]
@@ -729,7 +730,7 @@ def _map_strings(values: pa.Array, mapping: Mapping[str, str]) -> pa.Array:
     return pc.take(pa.array(list(mapping.values()), pa.string()), index)
 
 
-def _process_names(raw: list[_RawEvent], first_idx: int) -> dict[int, dict[int, int]]:
+def process_names(raw: list[_RawEvent], first_idx: int) -> dict[int, dict[int, int]]:
     """pid → {rank: index of the first event naming it} from metadata events whose name says
     the rank (merged files); a pid may be named with several ranks (an error, if it matters)."""
     ranks: dict[int, dict[int, int]] = {}
@@ -757,7 +758,7 @@ def _split_by_rank(
     path: Path,
     handover: list[pa.Table],
     metadata: dict[int, dict[int, int]],
-    top: _TraceShell,
+    top: TraceShell,
     options: ParseOptions,
 ) -> list[RankTrace]:
     events = handover.pop()
@@ -765,15 +766,15 @@ def _split_by_rank(
     named_ranks = {r for ranks in metadata.values() for r in ranks}
     named_ranks |= set(options.rank_of_pid.values())
     merged = len(set(arg_ranks) | named_ranks) > 1
-    dist = _distributed_info(path, top)
-    world_size = _world_size(path, dist)
+    dist = distributed_info(path, top)
+    world_size = trace_world_size(path, dist)
     if not merged:
         rank = options.rank
         if rank is None:
-            rank = _info_rank(path, dist)
+            rank = info_rank(path, dist)
         if rank is None:
             rank = arg_ranks[0] if arg_ranks else (next(iter(named_ranks), 0))
-        return [_rank_trace(path, rank, events, top, world_size)]
+        return [rank_trace(path, rank, events, top, world_size)]
     if options.rank is not None:
         raise TraceFormatError(path, "holds several ranks; --rank applies to single-rank files")
     rank = _event_ranks(path, events, metadata, options)
@@ -785,14 +786,15 @@ def _split_by_rank(
     if world_size is None or world_size < len(bounds) - 1:
         world_size = int(ranks.max()) + 1 if len(ranks) else None
     return [
-        _rank_trace(
+        rank_trace(
             path, int(ranks[a]), events.slice(a, b - a).drop_columns(["rank"]), top, world_size
         )
         for a, b in zip(bounds[:-1], bounds[1:], strict=True)
     ]
 
 
-def _distributed_info(path: Path, top: _TraceShell) -> dict[str, Any]:
+def distributed_info(path: Path, top: TraceShell) -> dict[str, Any]:
+    """The trace's distributedInfo (empty where it has none; not an object: an error)."""
     info = top.distributedInfo
     if info is None:
         return {}
@@ -801,7 +803,7 @@ def _distributed_info(path: Path, top: _TraceShell) -> dict[str, Any]:
     return info
 
 
-def _info_rank(path: Path, dist: dict[str, Any]) -> int | None:
+def info_rank(path: Path, dist: dict[str, Any]) -> int | None:
     """distributedInfo.rank; one that is there but no rank is an error (not rank 0)."""
     value = dist.get("rank")
     if value is None:
@@ -815,7 +817,8 @@ def _info_rank(path: Path, dist: dict[str, Any]) -> int | None:
     return rank
 
 
-def _world_size(path: Path, dist: dict[str, Any]) -> int | None:
+def trace_world_size(path: Path, dist: dict[str, Any]) -> int | None:
+    """distributedInfo.world_size (None where it is not there)."""
     value = dist.get("world_size")
     if value is None:
         return None
@@ -937,7 +940,7 @@ def _rank_by_pid(pid: pa.ChunkedArray, pid_rank: Mapping[int, int]) -> pa.Chunke
     return pc.take(ranks, pc.index_in(pid, value_set=pids))
 
 
-def gpu_name(top: _TraceShell, device: int | None) -> str | None:
+def gpu_name(top: TraceShell, device: int | None) -> str | None:
     """The name `deviceProperties` gives the rank's GPU (`device`, else the first named)."""
     props = top.deviceProperties if isinstance(top.deviceProperties, list) else []
     named = [
@@ -949,18 +952,20 @@ def gpu_name(top: _TraceShell, device: int | None) -> str | None:
     return str(named[0]["name"]) if named else None
 
 
-def file_host(top: _TraceShell) -> str | None:
+def file_host(top: TraceShell) -> str | None:
     """The host a file says it was recorded on (Kineto's top-level `host_name`)."""
     return top.host_name if isinstance(top.host_name, str) and top.host_name else None
 
 
-def _rank_trace(
+def rank_trace(
     path: Path,
     rank: int,
     events: pa.Table,
-    top: _TraceShell,
+    top: TraceShell,
     world_size: int | None,
 ) -> RankTrace:
+    """One rank's trace from its events (those to drop counted by why and left out), with
+    the file's metadata: its devices, host, GPU and clock base."""
     if not 0 <= rank <= MAX_RANK:
         raise TraceFormatError(path, f"rank {rank} is out of range 0..{MAX_RANK} (pass --rank N)")
     dropped: dict[str, int] = {}

@@ -71,7 +71,7 @@ class IngestResult:
 
 
 @dataclass(frozen=True)
-class _Source:
+class TraceFile:
     """A file to ingest, and the folder it was found in (None: named itself)."""
 
     path: Path
@@ -89,8 +89,8 @@ def trace_files(paths: Iterable[Path], recursive: bool = False) -> list[Path]:
     return [s.path for s in _sources(paths, recursive)]
 
 
-def _sources(paths: Iterable[Path], recursive: bool) -> list[_Source]:
-    found: list[_Source] = []
+def _sources(paths: Iterable[Path], recursive: bool) -> list[TraceFile]:
+    found: list[TraceFile] = []
     for path in paths:
         if path.is_dir():
             folder = path.resolve()
@@ -100,9 +100,9 @@ def _sources(paths: Iterable[Path], recursive: bool) -> list[_Source]:
                 raise TraceFormatError(
                     path, f"folder holds no trace files (*.json, *.json.gz){deeper}"
                 )
-            found.extend(_Source(p, folder) for p in inside)
+            found.extend(TraceFile(p, folder) for p in inside)
         elif path.exists():
-            found.append(_Source(path.resolve()))
+            found.append(TraceFile(path.resolve()))
         else:
             raise TraceFormatError(path, "no such file or folder")
     return found
@@ -184,7 +184,7 @@ def _ingest(
             # a summary keeps no copy of the traces: a tenth of their size, where its own
             # tables are kilobytes per rank
             keep = writer.add_source if options.summarise is None else _not_kept
-            seen = _Files(files, skipped, keep)
+            seen = FilesSeen(files, skipped, keep)
             pool = _pool(
                 options, found, (writer.partial, writer.token), batch.folder, options.summarise
             )
@@ -225,7 +225,7 @@ def _not_kept(path: Path) -> None:
 
 def _pool(
     options: IngestOptions,
-    found: list[_Source],
+    found: list[TraceFile],
     archive: tuple[Path, str],
     load_dir: Path | None,
     summarise: Summariser | None,
@@ -251,7 +251,7 @@ LARGE_FROM_BYTES = 64 << 20
 AUTO_JOBS_BYTES = 64 << 20  # below this much trace data, starting workers costs more than it saves
 
 
-def _json_bytes(found: list[_Source]) -> int:
+def _json_bytes(found: list[TraceFile]) -> int:
     """About how much JSON the files hold (a file that cannot be read counts none: its parse
     says why)."""
     total = 0
@@ -263,7 +263,7 @@ def _json_bytes(found: list[_Source]) -> int:
     return total
 
 
-def _jobs(asked: int | None, found: list[_Source]) -> int:
+def _jobs(asked: int | None, found: list[TraceFile]) -> int:
     if asked is not None:
         if asked < 1:
             raise IngestError(f"--jobs {asked}: at least 1")
@@ -323,7 +323,7 @@ def _archived(
         yield handover.pop()
 
 
-class _Files:
+class FilesSeen:
     """What the files of an ingest gave, in their order: the files parsed (`files`, each handed
     to `keep_source`), a folder's JSON files that are no trace (`skipped`), and which file
     each rank came from (a rank in two files is refused)."""
@@ -340,23 +340,23 @@ class _Files:
         self.from_folder: dict[Path, int] = {}
         self.passed_over: dict[Path, list[str]] = {}
 
-    def skip(self, source: _Source, why: str) -> None:
+    def skip(self, source: TraceFile, why: str) -> None:
         assert source.folder is not None
         self.skipped.append((source.name, why))
         self.passed_over.setdefault(source.folder, []).append(source.name)
 
-    def parsed(self, source: _Source) -> None:
+    def parsed(self, source: TraceFile) -> None:
         self.files.append(source.path)
         self.keep_source(source.path)
         if source.folder is not None:
             self.from_folder[source.folder] = self.from_folder.get(source.folder, 0) + 1
 
-    def failed(self, source: _Source, why: str) -> None:
+    def failed(self, source: TraceFile, why: str) -> None:
         """A file that could not be read, passed over (`--keep-going`)."""
         self.skipped.append((str(source.path), f"not loaded: {why}"))
         self.unreadable += 1
 
-    def rank(self, source: _Source, rank: int) -> None:
+    def rank(self, source: TraceFile, rank: int) -> None:
         if rank in self.owner:
             raise TraceFormatError(
                 source.path,
@@ -365,7 +365,7 @@ class _Files:
             )
         self.owner[rank] = str(source.path)
 
-    def finish(self, found: list[_Source]) -> None:
+    def finish(self, found: list[TraceFile]) -> None:
         if self.unreadable and not self.files:
             raise IngestError(f"none of the {len(found)} file(s) could be read as a trace")
         for folder in dict.fromkeys(s.folder for s in found if s.folder is not None):
@@ -377,10 +377,10 @@ class _Files:
 
 
 def _rank_traces(
-    found: list[_Source],
+    found: list[TraceFile],
     options: ParseOptions,
     report: Progress,
-    seen: _Files,
+    seen: FilesSeen,
     keep_going: bool = False,
 ) -> Generator[RankTrace, None, None]:
     """The ranks of each file in turn; only one file's events are held at a time; with
@@ -396,7 +396,7 @@ def _rank_traces(
 
 
 def or_passed_over(
-    traces: Generator[RankTrace, None, None], source: _Source, seen: _Files
+    traces: Generator[RankTrace, None, None], source: TraceFile, seen: FilesSeen
 ) -> Generator[RankTrace, None, None]:
     """`traces`, ended where the file turns out no readable trace (`seen.failed`): the ranks
     it gave before stay loaded. Errors of what consumes them are not caught."""

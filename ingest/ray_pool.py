@@ -33,7 +33,7 @@ from .prepare import Summariser
 
 if TYPE_CHECKING:
     from .parse import ParseOptions
-    from .pipeline import _Source
+    from .pipeline import TraceFile
 
 TASK_RETRIES = 2  # a lost worker or node; a trace error is raised at once
 # A summary's files go to Ray in tasks of up to BATCH_FILES files and BATCH_BYTES of JSON: its
@@ -88,7 +88,7 @@ class RayFilePool:
         self.outcomes: dict[int, list[Any]] = {}  # a finished batch's outcomes, until taken
         self.left: dict[int, int] = {}  # a batch's outcomes not yet taken
 
-    def submit(self, source: _Source, options: ParseOptions, run: str, run_idx: int) -> object:
+    def submit(self, source: TraceFile, options: ParseOptions, run: str, run_idx: int) -> object:
         # the node's own temp folder for spills: this machine's may not exist there
         spill_here = replace(options, spill_at=None)
         in_folder = source.folder is not None

@@ -31,7 +31,7 @@ BLOCK_BYTES = 8 << 20  # bytes scanned at a time
 _SHELL_KEYS = frozenset(
     {"distributedInfo", "schemaVersion", "baseTimeNanoseconds", "host_name", "deviceProperties"}
 )
-_SHELL = msgspec.json.Decoder(parse._TraceShell)
+_SHELL = msgspec.json.Decoder(parse.TraceShell)
 _RANKED, _BY_PID, _NO_PID = "rank", "pid", "no pid"
 
 
@@ -126,14 +126,16 @@ def _set_aside(path: Path, blocks: Iterable[bytes], spill: Spill) -> tuple[_Seen
     try:
         for array in scan_events(blocks, _SHELL_KEYS, top):
             try:
-                raw, loose = parse._decode(parse._EVENT_DECODERS, array)
+                raw, loose = parse.decode_blob(parse.EVENT_DECODERS, array)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                raise TraceFormatError(path, f"malformed {parse._at(exc, seen.events)}") from exc
+                raise TraceFormatError(
+                    path, f"malformed {parse.event_position(exc, seen.events)}"
+                ) from exc
             del array
             if seen.events + len(raw) > MAX_EV:
                 raise TraceFormatError(path, f"trace has over {MAX_EV:,} events")
-            table = parse._event_table(path, raw, seen.events, loose)
-            for pid, ranks in parse._process_names(raw, seen.events).items():
+            table = parse.event_table(path, raw, seen.events, loose)
+            for pid, ranks in parse.process_names(raw, seen.events).items():
                 for rank, ev_idx in ranks.items():
                     seen.named.setdefault(pid, {}).setdefault(rank, ev_idx)
             seen.events += len(raw)
@@ -143,7 +145,7 @@ def _set_aside(path: Path, blocks: Iterable[bytes], spill: Spill) -> tuple[_Seen
     except ScanError as exc:
         raise TraceFormatError(path, f"not a Kineto JSON trace ({exc})") from exc
     except RecursionError as exc:
-        raise TraceFormatError(path, f"JSON nested too deeply ({parse._first_line(exc)})") from exc
+        raise TraceFormatError(path, f"JSON nested too deeply ({parse.first_line(exc)})") from exc
     if not top.has_events:
         raise TraceFormatError(path, "JSON has no 'traceEvents' list")
     if not seen.events:
@@ -171,27 +173,27 @@ def _spill_by_rank(table: pa.Table, spill: Spill) -> None:
     spill.add((_NO_PID, None), rest.filter(pc.invert(has_pid)))
 
 
-def _shell(path: Path, top: TopLevel) -> parse._TraceShell:
+def _shell(path: Path, top: TopLevel) -> parse.TraceShell:
     """The top-level values the parse reads, decoded as the in-memory parse decodes them."""
     parts = [msgspec.json.encode(k) + b":" + v for k, v in top.values.items() if k != EVENTS_KEY]
     try:
         return _SHELL.decode(b"{" + b",".join(parts) + b"}")
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TraceFormatError(path, f"not a Kineto JSON trace ({parse._first_line(exc)})") from exc
+        raise TraceFormatError(path, f"not a Kineto JSON trace ({parse.first_line(exc)})") from exc
 
 
 def _ranks(
-    path: Path, spill: Spill, seen: _Seen, top: parse._TraceShell, options: ParseOptions
+    path: Path, spill: Spill, seen: _Seen, top: parse.TraceShell, options: ParseOptions
 ) -> Iterator[RankTrace]:
     arg_ranks = sorted({rank for _, rank in seen.pairs})
     named_ranks = {r for ranks in seen.named.values() for r in ranks}
     named_ranks |= set(options.rank_of_pid.values())
-    dist = parse._distributed_info(path, top)
-    world_size = parse._world_size(path, dist)
+    dist = parse.distributed_info(path, top)
+    world_size = parse.trace_world_size(path, dist)
     if len(set(arg_ranks) | named_ranks) <= 1:  # one rank: the whole file
         rank = options.rank
         if rank is None:
-            rank = parse._info_rank(path, dist)
+            rank = parse.info_rank(path, dist)
         if rank is None:
             rank = arg_ranks[0] if arg_ranks else next(iter(named_ranks), 0)
         yield _taken(path, rank, spill, spill.keys(), top, world_size)
@@ -220,14 +222,14 @@ def _taken(
     rank: int,
     spill: Spill,
     keys: list[Key],
-    top: parse._TraceShell,
+    top: parse.TraceShell,
     world_size: int | None,
 ) -> RankTrace:
     """The rank read back from the spill. Built here, not in `_ranks`: a local there would
     hold the rank's events while the consumer prepares it (twice the rank in memory)."""
     events = spill.take(keys)
     assert events is not None  # the rank has rows (checked as they were set aside)
-    return parse._rank_trace(path, rank, events, top, world_size)
+    return parse.rank_trace(path, rank, events, top, world_size)
 
 
 def sweep_spills(at: Path) -> None:

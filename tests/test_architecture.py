@@ -85,3 +85,45 @@ def test_textual_only_in_explorer() -> None:
         if any(n.split(".")[0] in ("textual", "rich") for n in _imports(path))
     ]
     assert offenders == []
+
+
+def _private_uses(path: Path) -> list[str]:
+    """Private names (`_x`) this file takes from another module of the project: imported by
+    name (`from .pipeline import _Source`), or read off an imported module (`parse._decode`)."""
+    tree = ast.parse(path.read_text())
+    ours: set[str] = set()  # local names bound to the project's modules
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        project = node.level > 0 or (node.module or "").startswith("tracegraph")
+        if not project:
+            continue
+        for alias in node.names:
+            if alias.name.startswith("_") and not alias.name.startswith("__"):
+                found.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {alias.name}")
+            ours.add(alias.asname or alias.name)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ours
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+        ):
+            found.append(
+                f"{path.relative_to(ROOT)}:{node.lineno} reads {node.value.id}.{node.attr}"
+            )
+    return found
+
+
+def test_no_private_name_crosses_a_module() -> None:
+    """What modules share has a public name in the module that owns it (type hints included):
+    a private name is that module's own business."""
+    crossing = [
+        use
+        for folder in ("api", "ingest", "queries", "explorer", "examples")
+        for path in (ROOT / folder).rglob("*.py")
+        for use in _private_uses(path)
+    ]
+    assert crossing == []
