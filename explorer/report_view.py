@@ -263,6 +263,8 @@ def _write_tables(
                 f"  (ranks {rank_ranges(kept)} of {len(report.ranks)}: those that stand out, the "
                 f"findings' and stragglers' and a typical one; every rank: --table {name})\n"
             )
+        if name == "idle" and len(tables) > 1:  # streams x causes: the zero rows say nothing
+            rows = rows.filter(pc.greater(rows["idle_ns"], 0))
         if name == "module_tree":
             rows = _module_outline(rows, out)
         if name == "kernel_sequences":

@@ -250,9 +250,11 @@ class OverviewScreen(ExplorerScreen):
             acc = per_rank.setdefault(r["rank"], [0, 0])
             acc[0] += r["busy_ns"]
             acc[1] += durs.get((r["rank"], r["step"]), 0)
+        no_gpu = not any(busy for busy, _ in per_rank.values())  # a CPU-only run
         for rank, (busy, total) in per_rank.items():
             if str(rank) in table.rows:
-                table.update_cell(str(rank), "busy", percent(busy / total if total else None))
+                shown = "no GPU" if no_gpu else percent(busy / total if total else None)
+                table.update_cell(str(rank), "busy", shown)
 
     # ---- navigation ----------------------------------------------------------------------------
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

@@ -42,3 +42,25 @@ async def test_whole_trace_step_timeline_and_a_kernel_launch(alexnet_db: Path) -
         launched_by = [r["id"] for r in rows if r["direction"] == "launched by"]
         assert launched_by == [kernel["r"]]
         assert not any(r["relation"].startswith("DEP") for r in rows)
+
+
+@pilot_test
+async def test_a_cpu_only_run_says_no_gpu_rather_than_zero(tmp_path: Path) -> None:
+    """The real 2-rank gloo job has no GPU: the overview says so, not "GPU busy 0.0%"."""
+    import pytest
+
+    import tracegraph
+
+    from ..conftest import TRACES
+
+    folder = TRACES / "cpu_ddp_2r"
+    if not folder.is_dir():
+        pytest.skip(f"real traces not at {TRACES}")
+    db = tmp_path / "cpu.kuzu"
+    tracegraph.open(db).ingest(folder, run="cpu")
+    app = make_app(db)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot)
+        ranks = app.screen.query_one("#ranks", DataTable)
+        assert ranks.row_count == 2
+        assert {str(ranks.get_cell(str(r), "busy")) for r in (0, 1)} == {"no GPU"}
