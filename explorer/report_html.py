@@ -20,6 +20,7 @@ from tracegraph.ingest.python_frames import readable
 from tracegraph.queries.report import HTA_MODE, Report
 from tracegraph.queries.report.analyses import SHARE_NAMES
 from tracegraph.queries.report.ranks import rank_ranges, ranks_phrase
+from tracegraph.queries.report.summary_tier import standing_out
 
 from .names import shorten_all
 from .report_view import TITLES, finding_figures, finding_where, in_us
@@ -70,6 +71,7 @@ def report_html(report: Report, db: str) -> str:
         *_heat_section(report),
         "<h2>Each rank's steps: compute, waiting at collectives, communication, idle</h2>",
         _stack_section(report),
+        *_arrival_section(report),
         "<h2>What bound each step (the critical path across ranks)</h2>",
         _critical_section(report),
         "<h2>GPU time by what filled it, per rank</h2>",
@@ -260,6 +262,74 @@ def _draw_stacks(ax: Axes, stacks: Mapping[tuple[int, int], dict[str, int]]) -> 
     ax.set_xlabel("rank, step by step (left to right)")
     ax.set_ylabel("step time (ms)")
     ax.figure.legend(loc="outside lower center", ncols=len(labelled), frameon=False)
+    return titles
+
+
+MANY_LINES = 16  # past this many ranks, the arrivals chart draws a band and the late ones
+
+
+def arrival_offsets(report: Report) -> tuple[list[str], dict[int, list[float | None]]]:
+    """Each collective instance (in step and sequence order) and, per rank, when it arrived
+    after the first rank to arrive (ms): the longest wait of the instance less its own."""
+    rows = sorted(
+        (c for c in report.tables["collectives"].to_pylist() if c["waits_ns"]),
+        key=lambda c: (c["step"] if c["step"] is not None else -1, c["process_group"], c["seq"]),
+    )
+    labels, offsets = [], {}
+    for i, c in enumerate(rows):
+        waits = {int(r): int(ns) for r, ns in json.loads(c["waits_ns"]).items()}
+        if not waits:
+            continue
+        longest = max(waits.values())
+        labels.append(f"{c['collective']} #{c['seq']} (step {c['step']})")
+        for rank, ns in waits.items():
+            offsets.setdefault(rank, [None] * len(rows))[i] = (longest - ns) / 1e6
+    width = len(labels)
+    return labels, {r: v[:width] for r, v in sorted(offsets.items())}
+
+
+def _arrival_section(report: Report) -> list[str]:
+    labels, offsets = arrival_offsets(report)
+    if len(offsets) < 2 or not labels:
+        return []
+    late = set(standing_out(report.tables)) | {f.rank for f in report.findings}
+    size = (min(16.0, 3.0 + 0.3 * len(labels)), 3.2)
+    return [
+        "<h2>When each rank arrived at each collective</h2>",
+        _svg(size, lambda ax: _draw_arrivals(ax, labels, offsets, late))
+        + "<p class='note'>ms after the first rank to arrive (the longest wait less the rank's "
+        "own): the straggler is the line on top. Past 16 ranks: the band from the earliest to "
+        "the latest arrival, the median, and the ranks that stand out or have a finding.</p>",
+    ]
+
+
+def _draw_arrivals(
+    ax: Axes, labels: list[str], offsets: Mapping[int, list[float | None]], late: set[int]
+) -> dict[str, str]:
+    xs = np.arange(len(labels))
+    titles = {}
+    many = len(offsets) > MANY_LINES
+    if many:
+        grid = np.array(
+            [[np.nan if v is None else v for v in values] for values in offsets.values()]
+        )
+        ax.fill_between(xs, np.nanmin(grid, axis=0), np.nanmax(grid, axis=0), color="#d5d8dc",
+                        label="earliest to latest")  # fmt: skip
+        ax.plot(xs, np.nanmedian(grid, axis=0), color="#5d6d7e", label="median")
+    for rank, values in offsets.items():
+        if many and rank not in late:
+            continue
+        ys = [np.nan if v is None else v for v in values]
+        colour = SLOWEST_COLOUR if rank in late else None
+        (line,) = ax.plot(xs, ys, marker="o", markersize=3, linewidth=1, color=colour,
+                          label=f"rank {rank}")  # fmt: skip
+        gid = f"arrivals-rank{rank}"
+        line.set_gid(gid)
+        worst = max((v for v in values if v is not None), default=0.0)
+        titles[gid] = f"rank {rank}: up to {worst:,.2f} ms after the first arrival"
+    ax.set_xticks(xs, labels, rotation=90 if len(labels) > 6 else 0, fontsize=7)
+    ax.set_ylabel("ms after the first arrival")
+    ax.figure.legend(loc="outside right upper", frameon=False, fontsize=7)
     return titles
 
 

@@ -109,8 +109,8 @@ def test_the_page_holds_the_whole_report_and_nothing_from_outside(
     assert len(segments) == 3 and all(segments)  # built in memory: no edge set needed
     assert page.tables == segments + [report.tables[n].num_rows for n in shown]
     assert text.count("class='finding'") == len(report.findings) > 0
-    assert sorted(charts(text)) == ["critical", "stack", "temporal"]  # one <svg> each
-    assert sum(1 for tag, _ in page.tags if tag == "svg") == 3
+    assert sorted(charts(text)) == ["arrivals", "critical", "stack", "temporal"]  # an <svg> each
+    assert sum(1 for tag, _ in page.tags if tag == "svg") == 4
     assert "No critical path in this report" not in text
     assert not [t for t, _ in page.tags if t in ("script", "link", "img", "iframe")]
     assert "http" not in text  # nothing fetched: it opens offline
@@ -121,11 +121,12 @@ def test_the_charts_draw_the_reports_figures(
 ) -> None:
     db, report = trace_filter
     text = render(db, tmp_path / "report.html")
-    assert text.count("<svg") == 3 and "<script" not in text and "http" not in text
+    assert text.count("<svg") == 4 and "<script" not in text and "http" not in text
     assert text.index("<svg") < text.index("Findings, most costly first")  # charts first
     drawn = charts(text)
     assert {f"rank {r}" for r in report.ranks} <= drawn["temporal"].texts
     _check_step_stacks(drawn["stack"], report)
+    _check_arrivals(drawn["arrivals"], report)
     _check_temporal_bars(drawn["temporal"], report)
     _check_critical_bars(drawn["critical"], report)
 
@@ -150,6 +151,21 @@ def _check_step_stacks(chart: Chart, report: Report) -> None:
             )
             px_per_ns.append(chart.height(bar + "waiting") / waited)
     assert max(px_per_ns) == pytest.approx(min(px_per_ns), rel=1e-3)
+
+
+def _check_arrivals(chart: Chart, report: Report) -> None:
+    """A line per rank, its latest arrival after the first rank's at any collective: the
+    longest wait of the instance less the rank's own."""
+    latest: dict[int, float] = {}
+    for c in report.tables["collectives"].to_pylist():
+        waits = {int(r): ns for r, ns in json.loads(c["waits_ns"]).items()}
+        for rank, ns in waits.items():
+            latest[rank] = max(latest.get(rank, 0.0), (max(waits.values()) - ns) / 1e6)
+    assert sorted(chart.titles) == [f"arrivals-rank{r}" for r in sorted(latest)]
+    for rank, ms in latest.items():
+        assert chart.titles[f"arrivals-rank{rank}"] == (
+            f"rank {rank}: up to {ms:,.2f} ms after the first arrival"
+        )
 
 
 def _check_temporal_bars(chart: Chart, report: Report) -> None:
