@@ -344,19 +344,23 @@ class Graph:
         endpoints (event id, label, name, boundary, time in ns), type, weight, critical flag;
         with `step` N, those whose source is in ProfilerStep#N's window (a set built with
         `all_steps` holds every step's graph)."""
-        from .queries.dependencies import dependency_edges
-        from .queries.report.steps import step_windows
+        from .ingest.edgesets.records import rank_outcomes
+        from .queries.dependencies import StepGraph, dependency_edges
 
         with self.reading() as store:
             name, run_idx = self._run_with(store, run, edge_set)
             windows = None
-            if step is not None:
+            if step is not None:  # the window that step's graph was built over, per rank
                 windows = {
-                    r: (w.ts, w.end)
-                    for r, steps in step_windows(store, name).items()
-                    for w in steps
-                    if w.step == step and rank in (None, r)
-                }
+                    r: StepGraph(
+                        int(w["start_ns"]), int(w["end_ns"]),  # type: ignore[call-overload]
+                        *(int(x) for x in w["path_order"]),  # type: ignore[attr-defined]
+                    )
+                    for r, outcome in rank_outcomes(store, edge_set, name).items()
+                    for w in outcome.windows
+                    if w.get("step") == f"ProfilerStep#{step}" and w.get("path_order")
+                    and rank in (None, r)
+                }  # fmt: skip
                 if not windows:
                     raise TracegraphError(
                         f"{self.path}: run '{name}' has no ProfilerStep#{step}"

@@ -23,7 +23,7 @@ from tracegraph.queries.report.ranks import rank_ranges, ranks_phrase
 from tracegraph.queries.report.summary_tier import standing_out
 
 from .names import shorten_all
-from .report_view import TITLES, finding_figures, finding_where, in_us
+from .report_view import TITLES, finding_figures, finding_where, in_us, ranks_that_matter
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -191,17 +191,18 @@ STACK_PARTS = {  # a step bar's parts, bottom up: label, colour
 
 def step_stacks(report: Report) -> dict[tuple[int, int], dict[str, int]]:
     """Per (rank, step): the step's time in STACK_PARTS (ns), which sum to the step's time.
-    Waiting is the rank's waits at the step's collectives (on the GPU inside its exposed
-    communication, else on the CPU); compute and idle its GPU's; communication the rest of its
-    exposed communication; taken in that order up to the step's time (the GPU work a step
-    launched may end after it); other what is left."""
+    Waiting is the rank's longest wait at one of the step's collectives (DDP's bucket
+    collectives overlap: their waits are not added up, as `collectives` counts them; on the GPU
+    inside its exposed communication, else on the CPU); compute and idle its GPU's;
+    communication the rest of its exposed communication; taken in that order up to the step's
+    time (the GPU work a step launched may end after it); other what is left."""
     waits: dict[tuple[int, int], int] = {}
     for c in report.tables["collectives"].to_pylist():
         if c["step"] is None:
             continue
         for rank, ns in json.loads(c["waits_ns"] or "{}").items():
             key = (int(rank), int(c["step"]))
-            waits[key] = waits.get(key, 0) + int(ns)
+            waits[key] = max(waits.get(key, 0), int(ns))
     out: dict[tuple[int, int], dict[str, int]] = {}
     for r in report.tables["steps"].to_pylist():
         step_ns = int(r["step_ns"])
@@ -222,6 +223,9 @@ def step_stacks(report: Report) -> dict[tuple[int, int], dict[str, int]]:
 
 def _stack_section(report: Report) -> str:
     stacks = step_stacks(report)
+    if len(report.ranks) >= HEAT_FROM_RANKS * 2:  # the ranks x steps maps above show them all
+        kept = set(ranks_that_matter(report))
+        stacks = {k: v for k, v in stacks.items() if k[0] in kept}
     if not stacks:
         why = HTA_READS_THE_WHOLE_TRACE if report.mode == HTA_MODE else "no ProfilerSteps"
         return f"<p class='note'>No step times in this report: {why}.</p>"

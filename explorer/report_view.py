@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shlex
+import statistics
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -175,7 +177,7 @@ def _write_steps(out: TextIO, report: Report) -> None:
         rows.append(
             {
                 "step": s["step"],
-                "ms": round(durations[len(durations) // 2] / 1e3, 3) if durations else None,
+                "ms": round(statistics.median(durations) / 1e3, 3) if durations else None,
                 "bound by": "" if not bound else f"rank {bound['rank']}: {bound['op']}",
                 "late": "" if not late else f"rank {late['rank']} +{late['late_us']:,.0f} µs",
             }
@@ -203,15 +205,17 @@ def _write_glance(out: TextIO, report: Report, width: int) -> None:
         t, steps = temporal.get(rank, {}), sorted(per_step.get(rank, []))
         row: dict[str, object] = {"rank": rank}
         if steps:
-            row["step_ms"] = round(steps[len(steps) // 2] / 1e6, 3)
+            row["step_ms"] = round(statistics.median(steps) / 1e6, 3)
         if t.get("kernel_time_ns"):
             row |= {"gpu_compute_%": t.get("compute_pct"), "gpu_idle_%": t.get("idle_pct"),
                     "gpu_other_%": t.get("non_compute_pct")}  # fmt: skip
         if late:
             row["late_max_µs"] = round(late.get(rank, 0) / 1e3, 1)
         rows.append(row)
-    if not rows or len(rows[0]) == 1:
+    if not any(len(row) > 1 for row in rows):
         return
+    columns = list(dict.fromkeys(key for row in rows for key in row))  # every row's, in order
+    rows = [{key: row.get(key) for key in columns} for row in rows]
     which = (
         f"ranks {rank_ranges(kept)} of {len(report.ranks)}: those that stand out, the findings' "
         "and a typical one"
@@ -388,8 +392,12 @@ def write_comparison(
             )
         out.write(output.render(tables[table], "csv"))
         return
+    if table is not None and table not in tables:
+        raise TracegraphError("--compare: --table steps, kernels, ops or structure")
     a, b = comparison.a, comparison.b
     out.write(f"A = run '{a}', B = run '{b}' (deltas are B − A)\n")
+    if table is not None:  # that one, every row
+        tables = {table: tables[table]}
     titles = {
         "steps": "step times in order (median across ranks, ms)",
         "kernels": "kernels by name: launches and µs per rank and step, largest changes first",
@@ -397,7 +405,7 @@ def write_comparison(
     }
     for name, shown in tables.items():
         if name == "structure":
-            shown = _structure_view(shown, STRUCTURE_ROWS)
+            shown = _structure_view(shown, None if table else STRUCTURE_ROWS)
             out.write(f"\n{structure_phrase(comparison.structure_summary)}\n")
         else:
             out.write(f"\n{titles[name]}:\n")
@@ -420,6 +428,8 @@ STRUCTURE_ROWS = 20  # the text's rows; JSON and CSV have them all
 
 def structure_phrase(summary: Mapping[str, Any]) -> str:
     """What the structural match compared and how much of it has a counterpart."""
+    if "not_compared" in summary:
+        return f"call trees not matched: {summary['not_compared']}"
     steps = summary["steps"]
     which = f"{steps} step(s) in order" if steps else "the whole traces (a run without steps)"
     if steps and summary["steps_a"] != summary["steps_b"]:
@@ -440,12 +450,12 @@ def structure_phrase(summary: Mapping[str, Any]) -> str:
     )
 
 
-def _structure_view(table: pa.Table, rows: int) -> pa.Table:
-    """The text's columns of the `structure` table, its first `rows` rows."""
-    shown = table.slice(0, rows)
+def _structure_view(table: pa.Table, rows: int | None) -> pa.Table:
+    """The text's columns of the `structure` table, its first `rows` rows (every one: None)."""
+    shown = table if rows is None else table.slice(0, rows)
     return pa.table(
         {
-            "path": [_tail(p) for p in shown["path"].to_pylist()],
+            "path": _tails(shown["path"].to_pylist()),
             "status": shown["status"],
             "calls": [
                 f"{a}/{b}"
@@ -463,8 +473,20 @@ def _structure_view(table: pa.Table, rows: int) -> pa.Table:
     )
 
 
-def _tail(path: str, keep: int = 3) -> str:
-    """A path's last `keep` names (… before them)."""
+def _tails(paths: list[str], keep: int = 3) -> list[str]:
+    """Each path's last `keep` names (… before them), more where two differ only before."""
+    shown = [_tail(p, keep) for p in paths]
+    while (
+        len(set(shown)) < len(set(paths))
+        and keep < max((p.count(" > ") for p in paths), default=0) + 1
+    ):
+        keep += 1
+        counts = Counter(shown)
+        shown = [_tail(p, keep) if counts[s] > 1 else s for p, s in zip(paths, shown, strict=True)]
+    return shown
+
+
+def _tail(path: str, keep: int) -> str:
     names = path.split(" > ")
     return " > ".join(names if len(names) <= keep else ["…", *names[-keep:]])
 

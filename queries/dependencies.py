@@ -4,9 +4,11 @@ takes into their own graph algorithms (`Graph.dependency_graph` makes a networkx
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from tracegraph.ingest.store import GraphStore
 
@@ -24,11 +26,12 @@ def dependency_edges(
     edge_set: str,
     run_idx: int,
     rank: int | None = None,
-    windows: Mapping[int, tuple[int, int]] | None = None,
+    windows: Mapping[int, StepGraph] | None = None,
 ) -> pa.Table:
     """Every edge of `edge_set` whose source is an event of the run (or of its `rank`), with
-    both endpoints' event, boundary ('start'/'end') and time in ns; with `windows` (rank → a
-    step's window, start and end in ns), the edges whose source is in its rank's window."""
+    both endpoints' event, boundary ('start'/'end') and time in ns; with `windows` (rank → the
+    window one step's graph was built over), that graph's edges: those inside its span, and
+    its critical path (`path_order` in its range), the only ones marked critical."""
     table = store.run(
         f"MATCH (a:{EVENT_LABELS})-[d:DEP]->(b:{EVENT_LABELS}) "
         f"WHERE {id_filter('a', run_idx, rank)} AND d.edge_set = $edge_set "
@@ -44,9 +47,26 @@ def dependency_edges(
     ).table
     if windows is not None:
         ranks = table["src_rank"].to_numpy()
-        times = table["src_time"].to_numpy()
+        src, dst = table["src_time"].to_numpy(), table["dst_time"].to_numpy()
+        order = pc.fill_null(table["path_order"], -1).to_numpy()
         keep = np.zeros(table.num_rows, bool)
-        for r, (start, end) in windows.items():
-            keep |= (ranks == r) & (times >= start) & (times < end)
-        table = table.filter(pa.array(keep))
+        on_path = np.zeros(table.num_rows, bool)
+        for r, w in windows.items():
+            mine = ranks == r
+            path = mine & (order >= w.first_path_order) & (order < w.end_path_order)
+            keep |= (mine & (src >= w.start_ns) & (dst <= w.end_ns)) | path
+            on_path |= path
+        table = table.set_column(
+            table.column_names.index("on_critical_path"), "on_critical_path", pa.array(on_path)
+        ).filter(pa.array(keep))
     return table.select(list(DEPENDENCY_COLUMNS))
+
+
+@dataclass(frozen=True)
+class StepGraph:
+    """The window one step's graph of a rank was built over, and its path's edges' range."""
+
+    start_ns: int
+    end_ns: int
+    first_path_order: int
+    end_path_order: int

@@ -224,3 +224,24 @@ def test_findings_come_as_a_table_with_the_json_contracts_names(tmp_path: Path) 
         }
     frame = table.to_pandas()
     assert isinstance(frame, pd.DataFrame) and list(frame["kind"]) == [f["kind"] for f in expected]
+
+
+def test_each_steps_graph_of_a_real_job_gives_its_stored_path(tmp_path: Path) -> None:
+    """HTA's trace-diff test rank (6 steps, NCCL, a GPU tail past each step's CPU window):
+    each step's graph alone gives that step's stored critical path."""
+    nx = pytest.importorskip("networkx")
+    folder = (
+        Path(__file__).resolve().parents[1].parent / "shared" / "traces" / "hta/trace_diff/test"
+    )
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent")
+    g = tracegraph.open(tmp_path / "job.kuzu")
+    g.ingest(folder, run="job")
+    g.edges("native", run="job", all_steps=True)
+    with g.reading() as store:
+        (outcome,) = rank_outcomes(store, "native", "job").values()
+    assert len(outcome.windows) == 6
+    for window in outcome.windows:
+        step = int(str(window["step"]).removeprefix("ProfilerStep#"))
+        graph = g.dependency_graph("native", run="job", rank=outcome.rank, step=step)
+        assert nx.dag_longest_path_length(graph, weight="weight") == window["path_length_ns"]

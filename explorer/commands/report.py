@@ -71,6 +71,9 @@ def _report(args: argparse.Namespace, store: GraphStore) -> None:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    if args.every_table or args.html is not None:
+        flag = "--all" if args.every_table else "--html"
+        raise TracegraphError(f"--compare: {flag} is for a report, not a comparison")
     if args.rank is not None and len(args.rank) > 1:
         raise TracegraphError("--compare: one --rank (the rank whose call trees are matched)")
     rank = None if args.rank is None else args.rank[0]

@@ -20,7 +20,7 @@ from tracegraph.ingest.store import GraphStore
 
 from .report import ReportError, archived_rank_sources
 from .steps import step_windows
-from .structure import StructureDiff, call_tree, structure_diff
+from .structure import STRUCTURE_SCHEMA, StructureDiff, call_tree, structure_diff
 
 DEFAULT_ROWS = 30
 
@@ -98,11 +98,12 @@ def _structure(store: GraphStore, a: str, b: str, rank: int | None) -> Structure
     for run in (a, b):
         source = run_source(store, run)
         loaded = sorted(source.files)
-        if not loaded:
-            raise ReportError(
-                f"{store.path}: run '{run}' has only summaries: its call trees are not loaded "
-                "(ingest --full-ranks)"
+        if not loaded:  # the rest of the comparison stands without it
+            why = (
+                f"run '{run}' holds summaries only: its call trees are not loaded (ingest "
+                "--full-ranks loads some ranks' events)"
             )
+            return StructureDiff(STRUCTURE_SCHEMA.empty_table(), {"not_compared": why})
         chosen = loaded[0] if rank is None else rank
         if chosen not in loaded:
             raise ReportError(

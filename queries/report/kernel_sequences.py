@@ -5,10 +5,12 @@ with the kernels' summed time and the calls' CPU time.
 
 The calls are the outermost ones whose name holds `op` (any CPU range: op, annotation, python
 frame), or without `op` the outermost CPU ops (those Python called: `aten::linear`, not the
-`aten::addmm` inside it); calls with fewer than `min_kernels` kernels are left out. HTA starts
-from the calls at the shallowest depth any of them has, so that a call nested deeper than the
-shallowest is not counted, and HTA 0.5.0 and traceinsight 0.6.1 stop with "Unexpected case" on
-most traces with zero-length events (9 of the 12 shared GPU traces tried).
+`aten::addmm` inside it; in the 2021 format, whose `Operator` ranges hold annotations and
+ProfilerSteps too, those named `ns::op`); calls with fewer than `min_kernels` kernels are left
+out. HTA starts from the calls at the shallowest depth any of them has, so that a call nested
+deeper than the shallowest is not counted, and HTA 0.5.0 and traceinsight 0.6.1 stop with
+"Unexpected case" on most traces with zero-length events (9 of the 12 shared GPU traces
+tried).
 """
 
 from __future__ import annotations
@@ -25,7 +27,6 @@ from .steps import StepWindow
 
 MIN_KERNELS = 2  # a sequence (HTA's min_pattern_len defaults to 3)
 CPU_RANGES = ("cpu_op", "user_annotation", "python_function", "Operator")
-CALLED_FROM_PYTHON = ("cpu_op", "Operator")
 SEPARATOR = "|"  # between kernel names, as HTA writes a pattern
 
 SCHEMA = pa.schema(
@@ -56,11 +57,14 @@ def sequence_rows(
     if not kernels.n:
         return []
     names = pc.fill_null(ranges["name"], "")
-    candidate = (
-        pc.is_in(ranges["cat"], value_set=pa.array(CALLED_FROM_PYTHON))
-        if op is None
-        else pc.match_substring(names, op)
-    ).to_numpy(zero_copy_only=False)
+    if op is None:  # the CPU ops: the 2021 format's `Operator` holds annotations too (no `::`)
+        old_format_op = pc.and_(
+            pc.equal(ranges["cat"], "Operator"), pc.match_substring(names, "::")
+        )
+        chosen = pc.or_(pc.equal(ranges["cat"], "cpu_op"), old_format_op)
+    else:
+        chosen = pc.match_substring(names, op)
+    candidate = pc.fill_null(chosen, False).to_numpy(zero_copy_only=False)
     parent = range_parents(ranges)
     if shallowest:  # HTA's: only the candidates at the smallest depth any candidate has
         depth = _depths(parent)

@@ -246,7 +246,11 @@ def _reduction(name: str, dims: list, types: list, concrete: list) -> Work:
     per output element for mean); bytes the input and the output."""
     shape = [int(d) for d in dims[0]]
     n_in = _n(shape)
-    axes = _ints(concrete[1]) if len(concrete) > 1 else []
+    axes: list[int] = []
+    if len(dims) >= 3:  # the dim overload (self, dim, keepdim, ...); (self, dtype): every dim
+        if len(concrete) < 2 or not str(concrete[1]).startswith("["):
+            raise ValueError("the reduced dims are not recorded (no Concrete Inputs)")
+        axes = _ints(concrete[1])
     if axes:
         kept = [d for i, d in enumerate(shape) if i not in {a % len(shape) for a in axes}]
         n_out = _n(kept)

@@ -37,7 +37,7 @@ async def test_overview_to_the_slowest_rank_of_a_step_and_its_timeline(synthetic
         for i, row in enumerate(expected.steps.to_pylist()):
             times = expected.step_times.filter(pc.equal(expected.step_times["step"], row["step"]))
             slowest = times["rank"][pc.index(times["dur"], pc.max(times["dur"])).as_py()].as_py()
-            assert str(steps.get_row_at(i)[6]) == f"rank {slowest}"
+            assert str(steps.get_row_at(i)[7]) == f"rank {slowest}"
             assert "red" in str(ranks.get_cell(str(slowest), f"step{row['step']}").style)
         assert all(str(ranks.get_row_at(i)[-1]).endswith("%") for i in range(2))  # GPU busy
         assert "run syn" in _text(app, "#run-line").replace("[b]", "")

@@ -137,7 +137,7 @@ def _check_step_stacks(chart: Chart, report: Report) -> None:
     waits: dict[tuple[int, int], int] = {}
     for c in report.tables["collectives"].to_pylist():
         for rank, ns in json.loads(c["waits_ns"]).items():
-            waits[(int(rank), c["step"])] = waits.get((int(rank), c["step"]), 0) + ns
+            waits[(int(rank), c["step"])] = max(waits.get((int(rank), c["step"]), 0), ns)
     px_per_ns = []
     for row in report.tables["steps"].to_pylist():
         bar = f"stack-rank{row['rank']}-step{row['step']}-"

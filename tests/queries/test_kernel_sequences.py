@@ -37,7 +37,6 @@ RAW_TRACES = {
     "ns_resolution": "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz",
     "resnet_2021": "kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz",
 }
-CALLED_FROM_PYTHON = {"cpu_op", "Operator"}
 CPU_RANGES = {"cpu_op", "user_annotation", "python_function", "Operator"}
 
 
@@ -94,7 +93,8 @@ def json_sequences(path: Path, min_kernels: int = 2) -> Counter:
     complete = [(i, e) for i, e in enumerate(events) if e.get("ph") == "X" and "dur" in e]
     ops: dict[Any, list[tuple[int, int, int]]] = defaultdict(list)
     for i, e in complete:
-        if e.get("cat") in CALLED_FROM_PYTHON:
+        old_format_op = e.get("cat") == "Operator" and "::" in e.get("name", "")
+        if e.get("cat") == "cpu_op" or old_format_op:
             start = _ns(e["ts"])
             ops[(e.get("pid"), e.get("tid"))].append((start, start + _ns(e["dur"]), i))
     outermost: dict[Any, list[tuple[int, int, int]]] = {}
@@ -136,6 +136,7 @@ def test_sequences_equal_the_raw_json(name: str, tmp_path: Path) -> None:
     expected = json_sequences(path)
     assert {(r["op"], tuple(r["sequence"].split("|"))): r["count"] for r in ours} == expected
     assert [r["count"] for r in ours] == sorted((r["count"] for r in ours), reverse=True)
+    assert not any(r["op"].startswith("ProfilerStep#") for r in ours)  # a step is no op
     for row in ours:
         assert row["kernels"] == len(row["sequence"].split("|")) >= 2
 

@@ -124,6 +124,12 @@ def test_reductions_softmax_and_norms() -> None:
     assert w is not None and (w.flops, w.bytes) == (10_000, (10_000 + 1000) * 2)
     w = op_work("aten::amax", [[4, 6], [], []], [F32, "ScalarList", "Scalar"], ["", "[]", ""])
     assert w is not None and (w.flops, w.bytes) == (24, (24 + 1) * 4)  # every dim: a scalar
+    # sum(self, *, dtype): the recorded dtype (6) is no dim: every element into one
+    w = op_work("aten::sum", [[8, 1024], []], [BF16, "Scalar"], ["", "6"])
+    assert w is not None and (w.flops, w.bytes) == (8192, (8192 + 1) * 2)
+    # the dim overload without Concrete Inputs: which dims is not known, so no model
+    assert op_work("aten::sum", [[8, 1024], [], [], []], [BF16, "ScalarList", "Scalar", ""],
+                   []) is None  # fmt: skip
     w = op_work("aten::_softmax", [[2, 8, 128, 128], [], []], [BF16, "Scalar", "Scalar"], [])
     assert w is not None and (w.flops, w.bytes) == (5 * 262_144, 2 * 262_144 * 2)
     # the MI300 ResNet's batch norm, training: 10 x 512 x 7 x 7 bf16, four 512-vectors

@@ -234,3 +234,15 @@ def test_the_cli_says_what_was_matched(tmp_path: Path, capsys) -> None:  # noqa:
     assert capsys.readouterr().out.startswith('"path","depth","status","a_calls","b_calls"')
     assert main(["report", str(graph.path), "--run", "a", "--compare", "b", "--rank", "7"]) == 2
     assert "has no loaded rank 7" in capsys.readouterr().err
+
+
+def test_summary_runs_compare_without_their_call_trees(tmp_path: Path) -> None:
+    """A run kept as summaries has no events: the steps still compare, the call trees say why
+    they do not (the comparison is not refused)."""
+    graph = tracegraph.open(tmp_path / "two.db")
+    files = synthetic_rank_files("structure-a", BASE)
+    graph.ingest(*files, run="a", summary=True)
+    graph.ingest(*files, run="b", summary=True)
+    comparison = graph.compare("b", run="a")
+    assert comparison.steps.num_rows == BASE.steps and comparison.structure.num_rows == 0
+    assert "holds summaries only" in str(comparison.structure_summary["not_compared"])
