@@ -8,7 +8,8 @@ node's figures inclusive of its children: calls, CPU time, and the kernels launc
 (kernels whose launching call the node holds; their summed durations, `gpu_ns`). Two trees are
 matched from the top: the top-level nodes of the two steps, thread by thread in the order the
 threads start, are aligned by name (a longest common subsequence, as TraceLens's
-Wagner-Fischer alignment); a matched pair's children are aligned the same way, and so on down.
+Wagner-Fischer alignment; long sibling lists in linear space, Hirschberg's split); a matched
+pair's children are aligned the same way, and so on down.
 A node without a counterpart is reported with its whole subtree as `only_a` or `only_b`.
 `ProfilerStep#N` counts as one name, whatever N. Rows are per path (names from the top, as the
 module tree writes them) and status; the largest change in a node's own time (CPU time or kernel
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass
-from difflib import SequenceMatcher
 
 import numpy as np
 import pyarrow as pa
@@ -155,32 +156,61 @@ def match_trees(a: CallTree, b: CallTree, roots_a: list[int], roots_b: list[int]
     return Matching(pairs, only_a, only_b)
 
 
-MAX_LCS_CELLS = 8_000_000  # past this (a 32 MB table), siblings align by matching blocks
+MAX_LCS_CELLS = 8_000_000  # a table of at most 32 MB; larger lists are split (Hirschberg)
 
 
 def aligned(xs: list[str], ys: list[str]) -> list[tuple[int, int]]:
-    """Positions (x, y) of a longest common subsequence of `xs` and `ys`, in order; siblings
-    too many for the table (`MAX_LCS_CELLS`) by `difflib`'s longest matching blocks."""
-    n, m = len(xs), len(ys)
-    if not n or not m:
-        return []
-    if n * m > MAX_LCS_CELLS:
-        blocks = SequenceMatcher(None, xs, ys, autojunk=False).get_matching_blocks()
-        return [(x + k, y + k) for x, y, size in blocks for k in range(size)]
+    """Positions (x, y) of a longest common subsequence of `xs` and `ys`, in order."""
     codes: dict[str, int] = {}
     code_x = np.array([codes.setdefault(s, len(codes)) for s in xs], np.int64)
     code_y = np.array([codes.get(s, -1) for s in ys], np.int64)
-    # table[i, j]: the LCS length of xs[:i] and ys[:j]; a row from the one above it with a
-    # running maximum (the left neighbour's term), so each row is one numpy sweep
-    table = np.zeros((n + 1, m + 1), np.int32)
-    for i in range(1, n + 1):
-        above = table[i - 1]
-        diagonal = above[:-1] + (code_y == code_x[i - 1])
-        table[i, 1:] = np.maximum.accumulate(np.maximum(above[1:], diagonal))
     out: list[tuple[int, int]] = []
-    i, j = n, m
+    _lcs(code_x, code_y, 0, 0, out)
+    return out
+
+
+def _lcs(x: np.ndarray, y: np.ndarray, dx: int, dy: int, out: list[tuple[int, int]]) -> None:
+    """Append a longest common subsequence of x and y (offset by dx, dy), in order: from the
+    whole table where it fits in MAX_LCS_CELLS, else split at x's middle where the best
+    prefix and suffix lengths meet (Hirschberg: linear space, the same length)."""
+    n, m = len(x), len(y)
+    if not n or not m:
+        return
+    if n * m <= MAX_LCS_CELLS or n < 2:  # one row of x: its table is one row too
+        out += [(dx + i, dy + j) for i, j in _from_table(x, y)]
+        return
+    half = n // 2
+    before = _last_row(x[:half], y)
+    after = _last_row(x[half:][::-1], y[::-1])[::-1]
+    k = int(np.argmax(before + after))
+    _lcs(x[:half], y[:k], dx, dy, out)
+    _lcs(x[half:], y[k:], dx + half, dy + k, out)
+
+
+def _rows(x: np.ndarray, y: np.ndarray) -> Iterator[np.ndarray]:
+    """Each row of the LCS table of x against y (row i: the lengths for x[:i] and y[:j]), a
+    row from the one above with a running maximum: one numpy sweep each."""
+    row = np.zeros(len(y) + 1, np.int32)
+    yield row
+    for code in x.tolist():
+        diagonal = row[:-1] + (y == code)
+        row = np.concatenate(([0], np.maximum.accumulate(np.maximum(row[1:], diagonal))))
+        yield row.astype(np.int32)
+
+
+def _last_row(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    last = np.zeros(len(y) + 1, np.int32)
+    for last in _rows(x, y):  # noqa: B007 - the last row is the answer
+        continue
+    return last
+
+
+def _from_table(x: np.ndarray, y: np.ndarray) -> list[tuple[int, int]]:
+    table = np.stack(list(_rows(x, y)))
+    out: list[tuple[int, int]] = []
+    i, j = len(x), len(y)
     while i and j:
-        if code_x[i - 1] == code_y[j - 1] and table[i, j] == table[i - 1, j - 1] + 1:
+        if x[i - 1] == y[j - 1] and table[i, j] == table[i - 1, j - 1] + 1:
             out.append((i - 1, j - 1))
             i, j = i - 1, j - 1
         elif table[i - 1, j] == table[i, j]:

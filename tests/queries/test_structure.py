@@ -56,11 +56,19 @@ def test_siblings_align_by_a_longest_common_subsequence(xs: list[str], ys: list[
     assert len(pairs) == _lcs_length(xs, ys)
 
 
-def test_siblings_too_many_for_the_table_still_align_in_order(monkeypatch) -> None:  # noqa: ANN001
-    monkeypatch.setattr(structure, "MAX_LCS_CELLS", 0)
-    xs, ys = list("abcabba"), list("cbabac")
-    pairs = aligned(xs, ys)
-    assert pairs and _is_common_subsequence(pairs, xs, ys)
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from("abc"), max_size=30), st.lists(st.sampled_from("abc"), max_size=30))
+def test_siblings_too_many_for_the_table_split_and_stay_longest(
+    xs: list[str], ys: list[str]
+) -> None:
+    """Past MAX_LCS_CELLS the lists are split (Hirschberg): the same length, in linear space."""
+    old = structure.MAX_LCS_CELLS
+    structure.MAX_LCS_CELLS = 4  # every list of more than 2 x 2 is split
+    try:
+        pairs = aligned(xs, ys)
+    finally:
+        structure.MAX_LCS_CELLS = old
+    assert _is_common_subsequence(pairs, xs, ys) and len(pairs) == _lcs_length(xs, ys)
 
 
 def _two_runs(tmp_path: Path, a: tuple[Path, ...], b: tuple[Path, ...]) -> tracegraph.Graph:
