@@ -48,7 +48,7 @@ async def test_overview_to_the_slowest_rank_of_a_step_and_its_timeline(synthetic
         step = app.screen
         assert isinstance(step, StepScreen) and step.window is not None
         assert step.window.step == 1
-        assert step.window.rank == int(str(steps.get_row_at(1)[6]).split()[-1])
+        assert step.window.rank == int(str(steps.get_row_at(1)[7]).split()[-1])
         assert "No edge set" in _text(app, "#path-note")
         strip = step.query_one(TimelineStrip)
         assert strip.timeline is not None
