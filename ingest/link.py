@@ -110,6 +110,32 @@ def range_parents(ranges: pa.Table) -> np.ndarray:
     return out
 
 
+def nesting_depths(parent: np.ndarray) -> np.ndarray:
+    """Each range's depth under `parent` (`range_parents`): 0 at the top, by array sweeps."""
+    depth = np.zeros(len(parent), np.int64)
+    level = parent.copy()
+    while (up := level >= 0).any():
+        depth[up] += 1
+        level = np.where(up, parent[np.maximum(level, 0)], -1)
+    return depth
+
+
+def ancestor_paths(names: list[str], parent: np.ndarray, separator: str) -> list[str]:
+    """Each range's names from its outermost ancestor down to it, joined by `separator`."""
+    paths: list[str | None] = [None] * len(names)
+    for i in range(len(names)):
+        chain = []
+        j = i
+        while j >= 0 and paths[j] is None:
+            chain.append(j)
+            j = int(parent[j])
+        prefix = paths[j] if j >= 0 else None
+        for k in reversed(chain):
+            prefix = names[k] if prefix is None else prefix + separator + names[k]
+            paths[k] = prefix
+    return [p or "" for p in paths]
+
+
 _RANGE_COLUMNS = ["id", "cat", "pid", "tid", "ts", "dur", "ev_idx"]
 _POINT_PRIORITY = 99  # after every range of the same bounds
 

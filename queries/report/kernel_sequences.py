@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracegraph.ingest.link import innermost_holding, range_parents
+from tracegraph.ingest.link import innermost_holding, nesting_depths, range_parents
 
 from .analyses import Row
 from .launchers import LaunchedKernels, launched_kernels
@@ -67,7 +67,7 @@ def sequence_rows(
     candidate = pc.fill_null(chosen, False).to_numpy(zero_copy_only=False)
     parent = range_parents(ranges)
     if shallowest:  # HTA's: only the candidates at the smallest depth any candidate has
-        depth = _depths(parent)
+        depth = nesting_depths(parent)
         candidate &= depth == depth[candidate].min(initial=np.iinfo(np.int64).max)
     # each kernel's call: the outermost candidate holding its launch (walking up from the
     # innermost range that holds it)
@@ -109,12 +109,3 @@ def sequence_rows(
     ]  # fmt: skip
     out.sort(key=lambda r: (-r["count"], -r["kernel_ns"], r["op"], r["sequence"]))
     return out if top is None else out[:top]
-
-
-def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), np.int64)
-    level = parent.copy()
-    while (up := level >= 0).any():
-        depth[up] += 1
-        level = np.where(up, parent[np.maximum(level, 0)], -1)
-    return depth

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracegraph.ingest.link import innermost_holding, range_parents
+from tracegraph.ingest.link import ancestor_paths, innermost_holding, range_parents
 
 from .analyses import Row
 from .launchers import LaunchedKernels, busy_times, launched_kernels
@@ -39,7 +39,7 @@ def module_rows(
         return []
     parent = range_parents(modules)
     names = [s[len(PREFIX) :] for s in pc.fill_null(modules["name"], "").to_pylist()]
-    paths = _paths(names, parent)
+    paths = ancestor_paths(names, parent, SEPARATOR)
     ts = modules["ts"].to_numpy()
     dur = pc.fill_null(modules["dur"], 0).to_numpy()
     if kernels is None:  # each launched kernel: its call, start and end
@@ -83,22 +83,6 @@ def _tree_key(path: str, first: dict[str, int]) -> tuple[int, ...]:
     parts = path.split(SEPARATOR)
     prefixes = (SEPARATOR.join(parts[: k + 1]) for k in range(len(parts)))
     return tuple(first.get(prefix, first[path]) for prefix in prefixes)
-
-
-def _paths(names: list[str], parent: np.ndarray) -> list[str]:
-    """Each module's path from its outermost ancestor."""
-    paths: list[str | None] = [None] * len(names)
-    for i in range(len(names)):
-        chain = []
-        j = i
-        while j >= 0 and paths[j] is None:
-            chain.append(j)
-            j = int(parent[j])
-        prefix = paths[j] if j >= 0 else None
-        for k in reversed(chain):
-            prefix = names[k] if prefix is None else prefix + SEPARATOR + names[k]
-            paths[k] = prefix
-    return [p or "" for p in paths]
 
 
 def _ancestors_of(modules: np.ndarray, parent: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

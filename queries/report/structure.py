@@ -28,7 +28,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracegraph.ingest.link import innermost_holding, range_parents
+from tracegraph.ingest.link import (
+    ancestor_paths,
+    innermost_holding,
+    nesting_depths,
+    range_parents,
+)
 
 from .launchers import LaunchedKernels, launched_kernels
 from .steps import StepWindow
@@ -63,7 +68,7 @@ class CallTree:
         at = np.searchsorted(starts, self.ts, side="right") - 1
         own = np.where((at >= 0) & (self.ts < ends[np.maximum(at, 0)]), at, -1)
         home = own.copy()
-        for i in np.lexsort((np.arange(n), _depths(self.parent))).tolist():  # parents first
+        for i in np.lexsort((np.arange(n), nesting_depths(self.parent))).tolist():  # parents first
             up = int(self.parent[i])
             if up >= 0 and home[up] >= 0:
                 home[i] = home[up]
@@ -252,7 +257,8 @@ def structure_diff(
     home_a, home_b = a.homes(windows_a[:steps]), b.homes(windows_b[:steps])
     # per (path, status): A's figures then B's, each `_FIGURES`
     figures: dict[tuple[str, str], np.ndarray] = defaultdict(lambda: np.zeros(12, np.int64))
-    path_a, path_b = _paths(a), _paths(b)
+    path_a = ancestor_paths(a.name, a.parent, SEPARATOR)
+    path_b = ancestor_paths(b.name, b.parent, SEPARATOR)
     of_a, of_b = _node_figures(a), _node_figures(b)
     totals = dict.fromkeys(("a_nodes", "b_nodes", "matched", "only_a", "only_b"), 0)
     gpu_totals = dict.fromkeys(("a", "b", "a_matched", "b_matched"), 0)
@@ -341,21 +347,3 @@ def _subtrees(tree: CallTree, tops: list[int]) -> list[int]:
         out.append(i)
         todo += tree.children[i]
     return out
-
-
-def _paths(tree: CallTree) -> list[str]:
-    """Each node's names from its top-level ancestor."""
-    paths: list[str] = [""] * len(tree.name)
-    for i in np.lexsort((np.arange(len(tree.name)), _depths(tree.parent))).tolist():
-        up = int(tree.parent[i])
-        paths[i] = tree.name[i] if up < 0 else paths[up] + SEPARATOR + tree.name[i]
-    return paths
-
-
-def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), np.int64)
-    level = parent.copy()
-    while (up := level >= 0).any():
-        depth[up] += 1
-        level = np.where(up, parent[np.maximum(level, 0)], -1)
-    return depth

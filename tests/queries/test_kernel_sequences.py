@@ -8,7 +8,6 @@ outermost calls) on H100, B200, MI300 and HTA's traces."""
 from __future__ import annotations
 
 import json
-import subprocess
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from tracegraph.queries.report.kernel_sequences import sequence_rows
 from tracegraph.queries.report.report import archived_rank_sources
 
 from ..conftest import TRACES
+from .hta_oracle import hta_oracle
 from .test_launchers import GPU, _events, _ns, json_launch_owners
 
 ORACLE = Path(__file__).with_name("hta_sequences_oracle.py")
@@ -50,23 +50,11 @@ def _rank_rows(db: Path, run: str) -> dict[int, Any]:
 
 
 def test_sequences_equal_htas_own(tmp_path: Path) -> None:
-    from tracegraph.ingest.edgesets.errors import HtaEnvError
-    from tracegraph.ingest.edgesets.hta.env import ensure_env
-
-    from ..ingest.edgesets.conftest import SPECS, cache_root
-
     folder = TRACES / "hta/trace_filter"
     if not folder.is_dir():
         pytest.skip(f"real traces not at {TRACES}")
-    try:
-        env = ensure_env(SPECS["traceinsight-0.6.1"], cache_root())
-    except HtaEnvError as exc:
-        pytest.skip(f"HTA environment not installable here: {exc}")
     out = tmp_path / "hta.json"
-    command = [str(env.python), "-I", str(ORACLE), str(folder), str(out), *HTA_OPS]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    hta = json.loads(out.read_text())
+    hta = hta_oracle("traceinsight-0.6.1", ORACLE, out, folder, out, *HTA_OPS)
     tracegraph.open(tmp_path / "tf.db").ingest(folder, run="tf")
     compared = 0
     for rank, rows in _rank_rows(tmp_path / "tf.db", "tf").items():

@@ -5,7 +5,6 @@ multi-rank NCCL, ns timestamps, ROCm, Triton, inference, many steps, CPU-only.""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from tracegraph.explorer.cli import main
 
 from ..conftest import TRACES, needs_traces
 from . import report_oracle
+from .hta_oracle import hta_oracle
 
 SETS = {  # run → folder of one trace file per rank
     "trace_filter": "hta/trace_filter",
@@ -46,24 +46,13 @@ def graph(tmp_path_factory: pytest.TempPathFactory) -> tracegraph.Graph:
 @pytest.fixture(scope="module")
 def hta_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """HTA 0.5.0's analyses of every set, from its own environment."""
-    from tracegraph.ingest.edgesets.errors import HtaEnvError
-    from tracegraph.ingest.edgesets.hta.env import ensure_env
-
-    from ..ingest.edgesets.conftest import SPECS, cache_root
-
     if not TRACES.is_dir():
         pytest.skip(f"real traces not at {TRACES}")
-    try:
-        env = ensure_env(SPECS["hta-0.5.0"], cache_root())
-    except HtaEnvError as exc:
-        pytest.skip(f"HTA environment not installable here: {exc}")
     work = tmp_path_factory.mktemp("hta-report")
     jobs = [{"key": run, "trace_dir": str(TRACES / folder)} for run, folder in SETS.items()]
     (work / "jobs.json").write_text(json.dumps(jobs))
-    command = [str(env.python), "-I", str(ORACLE), str(work / "jobs.json"), str(work / "out.json")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads((work / "out.json").read_text())
+    out = work / "out.json"
+    return hta_oracle("hta-0.5.0", ORACLE, out, work / "jobs.json", out)
 
 
 @needs_traces

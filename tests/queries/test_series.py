@@ -5,9 +5,7 @@ environment) on HTA's 2-rank sampled job and its NCCL trace."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ import pytest
 import tracegraph
 
 from ..conftest import TRACES
+from .hta_oracle import hta_oracle
 from .test_launchers import GPU, _events, _ns, json_launch_owners
 
 ORACLE = Path(__file__).with_name("hta_series_oracle.py")
@@ -108,19 +107,7 @@ def test_memory_bandwidth_equals_the_raw_json(ingested, name: str) -> None:  # n
 
 
 def _hta_series(folder: Path, out: Path) -> dict[str, Any]:
-    from tracegraph.ingest.edgesets.errors import HtaEnvError
-    from tracegraph.ingest.edgesets.hta.env import ensure_env
-
-    from ..ingest.edgesets.conftest import SPECS, cache_root
-
-    try:
-        env = ensure_env(SPECS["hta-0.5.0"], cache_root())
-    except HtaEnvError as exc:
-        pytest.skip(f"HTA environment not installable here: {exc}")
-    command = [str(env.python), "-I", str(ORACLE), str(folder), str(out)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(out.read_text())
+    return hta_oracle("hta-0.5.0", ORACLE, out, folder, out)
 
 
 @pytest.mark.parametrize("folder", ["hta/trace_filter", "hta/nccl_parser_config"])
