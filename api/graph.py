@@ -86,7 +86,7 @@ class Graph:
         those the summary points at and a typical one; or a list) in the same write;
         `keep_going` passes over a file that is no readable trace (listed in the result's
         `skipped`) rather than fail the whole ingest."""
-        from .ingest.parse import ParseOptions
+        from .ingest.parse_options import ParseOptions
         from .ingest.pipeline import IngestOptions
         from .ingest.pipeline import ingest as ingest_files
 

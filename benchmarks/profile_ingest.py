@@ -33,7 +33,18 @@ from typing import Any
 from _common import CONTROL, median, print_table, raw_json_bytes
 
 from tracegraph.explorer.entry import ALLOCATOR_VARIABLE
-from tracegraph.ingest import collectives, link, nodes, parse, read, store, syncs
+from tracegraph.ingest import (
+    collectives,
+    columns,
+    decode,
+    file_bytes,
+    link,
+    nodes,
+    parse,
+    read,
+    store,
+    syncs,
+)
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -41,13 +52,18 @@ PARSE = "parse"
 KUZU = "kuzu"
 _DONE = object()  # a generator seam's end
 
-# (owner, attribute, stage); stages named "a/b" are steps inside top-level stage "a".
+# (owner, attribute, stage); stages named "a/b" are steps inside top-level stage "a". A function
+# is patched in each module that calls it by its own name (`parse` imports the stages' functions;
+# `read` calls them through their modules).
 SEAMS: list[tuple[ModuleType | type, str, str]] = [
     (read, "rank_traces", PARSE),  # a generator: timed while it makes each rank
-    (parse, "json_blocks", "parse/read+gunzip"),
+    (file_bytes, "json_blocks", "parse/read+gunzip"),
+    (decode, "decode_blob", "parse/msgspec decode (trace, args)"),
     (parse, "decode_blob", "parse/msgspec decode (trace, args)"),
+    (columns, "decode_blob", "parse/msgspec decode (trace, args)"),
+    (columns, "event_table", "parse/event table (arrow)"),
     (parse, "event_table", "parse/event table (arrow)"),
-    (parse, "_decode_args", "parse/event table/args"),
+    (columns, "_decode_args", "parse/event table/args"),
     (parse, "_split_by_rank", "parse/split by rank"),
     (nodes, "with_keys", "link/keys"),
     (nodes, "node_tables", "link/node tables"),
@@ -129,8 +145,9 @@ def probed(sample_s: float = 0.0) -> Iterator[Probe]:
             probe.peak_after.setdefault(label, _rss_peak())
 
     for owner, attr, stage in SEAMS:
-        if hasattr(owner, attr):
-            wrap(owner, attr, stage)
+        # a seam renamed or moved must fail here, not leave its stage's time under "other"
+        assert hasattr(owner, attr), f"{owner.__name__}.{attr}: no such seam"
+        wrap(owner, attr, stage)
     stop = threading.Event()
 
     def sample() -> None:

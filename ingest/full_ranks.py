@@ -23,7 +23,8 @@ from . import schema
 from .archive import rank_file, run_archive, write_rank
 from .batch import LoadBatch
 from .errors import IngestError, TraceFormatError
-from .parse import ParseOptions, RankTrace
+from .parse import RankTrace
+from .parse_options import ParseOptions
 from .prepare import prepare_rank
 from .read import rank_traces
 from .runs import resolve_run

@@ -11,8 +11,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import schema
+from .columns import MEMORY_LABEL
 from .link import enclosing_ranges
-from .parse import MEMORY_LABEL
 
 
 class _MemoryArgs(msgspec.Struct):

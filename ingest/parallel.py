@@ -44,7 +44,7 @@ from .batch import write_load_files
 from .errors import IngestError, TraceFormatError, TracegraphError
 from .lifeline import die_with_parent
 from .memory import returning_memory
-from .parse import ParseOptions
+from .parse_options import ParseOptions
 from .prepare import PreparedRank, Summariser, prepare_rank
 from .read import STREAM_BYTES, file_traces, not_a_trace, rank_traces
 

@@ -15,11 +15,13 @@ import pyarrow as pa
 
 from . import archive, collectives, schema
 from .batch import LoadBatch
+from .columns import DROP_REASONS
 from .errors import IngestError, TraceFormatError
 from .full_ranks import FullRanks
 from .memory import returning_memory
 from .parallel import FilePool, FileWork, ProcessFilePool, json_size, prepare_in_parallel
-from .parse import DROP_REASONS, ParseOptions, RankTrace
+from .parse import RankTrace
+from .parse_options import ParseOptions
 from .prepare import PreparedRank, RankSummary, Summariser, prepare_rank
 from .read import file_traces, sweep_spills
 from .remove import remove_run, run_folder_of

@@ -37,7 +37,7 @@ class RankSummary:
     rank: int
     file: str
     counts: dict[str, int]
-    # events left out at parse time, by reason (parse.NO_TS, parse.BAD_DUR)
+    # events left out at parse time, by reason (columns.NO_TS, columns.BAD_DUR)
     dropped: dict[str, int] = field(default_factory=dict)
     tier: str = "full"  # "summary": `counts` are of its trace; none of them loaded
 

@@ -32,7 +32,7 @@ from .parallel import FileOutcome, WorkerLost, json_size, prepare_file, prepare_
 from .prepare import Summariser
 
 if TYPE_CHECKING:
-    from .parse import ParseOptions
+    from .parse_options import ParseOptions
     from .pipeline import TraceFile
 
 TASK_RETRIES = 2  # a lost worker or node; a trace error is raised at once

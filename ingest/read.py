@@ -20,10 +20,13 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import parse
+from . import columns, decode, file_bytes, parse, ranks
 from .errors import TraceFormatError
-from .parse import MAX_EV, ParseOptions, RankTrace, json_blocks, read_trace_bytes
+from .file_bytes import json_blocks, read_trace_bytes
+from .parse import RankTrace
+from .parse_options import DEFAULT_OPTIONS, ParseOptions
 from .scan import EVENTS_KEY, ScanError, TopLevel, scan_events
+from .schema import MAX_EV
 from .spill import Key, Spill
 
 STREAM_BYTES = 128 << 20  # JSON above this size is read block by block
@@ -31,17 +34,17 @@ BLOCK_BYTES = 8 << 20  # bytes scanned at a time
 _SHELL_KEYS = frozenset(
     {"distributedInfo", "schemaVersion", "baseTimeNanoseconds", "host_name", "deviceProperties"}
 )
-_SHELL = msgspec.json.Decoder(parse.TraceShell)
+_SHELL = msgspec.json.Decoder(decode.TraceShell)
 _RANKED, _BY_PID, _NO_PID = "rank", "pid", "no pid"
 
 
 def rank_traces(
-    path: Path, options: ParseOptions = parse.DEFAULT_OPTIONS
+    path: Path, options: ParseOptions = DEFAULT_OPTIONS
 ) -> Generator[RankTrace, None, None]:
     """The ranks of one trace file in rank order; only the rank yielded last is in memory when
     the file is read block by block."""
     limit = STREAM_BYTES if options.stream_bytes is None else options.stream_bytes
-    blocks = parse.json_blocks(path, options, whole_up_to=limit)
+    blocks = file_bytes.json_blocks(path, options, whole_up_to=limit)
     head: list[bytes] = []
     size = 0
     for block in blocks:
@@ -90,7 +93,7 @@ class _Seen:
     pids_needing_rank: dict[int | None, None] = field(default_factory=dict)  # first seen first
 
     def add(self, table: pa.Table) -> None:
-        memory, memory_kept = parse.memory_counts(table)
+        memory, memory_kept = columns.memory_counts(table)
         self.rows += table.num_rows - memory
         self.kept += table["drop"].null_count - memory_kept
         for reason, n in _counts(table["drop"].drop_null()).items():
@@ -102,7 +105,7 @@ class _Seen:
             self.first_ts = first if self.first_ts is None else min(self.first_ts, first)
         if last is not None:
             self.last_end = last if self.last_end is None else max(self.last_end, last)
-        pairs, needing = parse.rank_facts(table)
+        pairs, needing = ranks.rank_facts(table)
         for pair, ev in pairs.items():
             self.pairs.setdefault(pair, ev)  # blocks come in file order: the first stays
         self.pids_needing_rank.update(dict.fromkeys(needing))
@@ -126,17 +129,17 @@ def _set_aside(path: Path, blocks: Iterable[bytes], spill: Spill) -> tuple[_Seen
     try:
         for array in scan_events(blocks, _SHELL_KEYS, top):
             try:
-                raw, loose = parse.decode_blob(parse.EVENT_DECODERS, array)
+                raw, loose = decode.decode_blob(decode.EVENT_DECODERS, array)
             except (msgspec.DecodeError, msgspec.ValidationError) as exc:
                 raise TraceFormatError(
-                    path, f"malformed {parse.event_position(exc, seen.events)}"
+                    path, f"malformed {decode.event_position(exc, seen.events)}"
                 ) from exc
             del array
             if seen.events + len(raw) > MAX_EV:
                 raise TraceFormatError(path, f"trace has over {MAX_EV:,} events")
-            table = parse.event_table(path, raw, seen.events, loose)
-            for pid, ranks in parse.process_names(raw, seen.events).items():
-                for rank, ev_idx in ranks.items():
+            table = columns.event_table(path, raw, seen.events, loose)
+            for pid, named in ranks.process_names(raw, seen.events).items():
+                for rank, ev_idx in named.items():
                     seen.named.setdefault(pid, {}).setdefault(rank, ev_idx)
             seen.events += len(raw)
             del raw
@@ -145,7 +148,7 @@ def _set_aside(path: Path, blocks: Iterable[bytes], spill: Spill) -> tuple[_Seen
     except ScanError as exc:
         raise TraceFormatError(path, f"not a Kineto JSON trace ({exc})") from exc
     except RecursionError as exc:
-        raise TraceFormatError(path, f"JSON nested too deeply ({parse.first_line(exc)})") from exc
+        raise TraceFormatError(path, f"JSON nested too deeply ({decode.first_line(exc)})") from exc
     if not top.has_events:
         raise TraceFormatError(path, "JSON has no 'traceEvents' list")
     if not seen.events:
@@ -153,7 +156,9 @@ def _set_aside(path: Path, blocks: Iterable[bytes], spill: Spill) -> tuple[_Seen
     if not seen.rows:
         raise TraceFormatError(path, "trace has no complete ('X') events")
     if not seen.kept:
-        dropped = ", ".join(f"{n:,} with {parse.DROP_REASONS[r]}" for r, n in seen.dropped.items())
+        dropped = ", ".join(
+            f"{n:,} with {columns.DROP_REASONS[r]}" for r, n in seen.dropped.items()
+        )
         raise TraceFormatError(path, f"trace has no complete ('X') events to keep ({dropped})")
     if seen.first_ts is not None and seen.last_end is not None:
         if seen.last_end - seen.first_ts >= 1 << 63:
@@ -173,34 +178,34 @@ def _spill_by_rank(table: pa.Table, spill: Spill) -> None:
     spill.add((_NO_PID, None), rest.filter(pc.invert(has_pid)))
 
 
-def _shell(path: Path, top: TopLevel) -> parse.TraceShell:
+def _shell(path: Path, top: TopLevel) -> decode.TraceShell:
     """The top-level values the parse reads, decoded as the in-memory parse decodes them."""
     parts = [msgspec.json.encode(k) + b":" + v for k, v in top.values.items() if k != EVENTS_KEY]
     try:
         return _SHELL.decode(b"{" + b",".join(parts) + b"}")
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TraceFormatError(path, f"not a Kineto JSON trace ({parse.first_line(exc)})") from exc
+        raise TraceFormatError(path, f"not a Kineto JSON trace ({decode.first_line(exc)})") from exc
 
 
 def _ranks(
-    path: Path, spill: Spill, seen: _Seen, top: parse.TraceShell, options: ParseOptions
+    path: Path, spill: Spill, seen: _Seen, top: decode.TraceShell, options: ParseOptions
 ) -> Iterator[RankTrace]:
     arg_ranks = sorted({rank for _, rank in seen.pairs})
-    named_ranks = {r for ranks in seen.named.values() for r in ranks}
+    named_ranks = {r for named in seen.named.values() for r in named}
     named_ranks |= set(options.rank_of_pid.values())
-    dist = parse.distributed_info(path, top)
-    world_size = parse.trace_world_size(path, dist)
+    dist = ranks.distributed_info(path, top)
+    world_size = ranks.trace_world_size(path, dist)
     if len(set(arg_ranks) | named_ranks) <= 1:  # one rank: the whole file
         rank = options.rank
         if rank is None:
-            rank = parse.info_rank(path, dist)
+            rank = ranks.info_rank(path, dist)
         if rank is None:
             rank = arg_ranks[0] if arg_ranks else next(iter(named_ranks), 0)
         yield _taken(path, rank, spill, spill.keys(), top, world_size)
         return
     if options.rank is not None:
         raise TraceFormatError(path, "holds several ranks; --rank applies to single-rank files")
-    pid_rank = parse.resolve_pid_ranks(
+    pid_rank = ranks.resolve_pid_ranks(
         path, seen.named, seen.pairs, seen.pids_needing_rank, options
     )
     keys_of: dict[int, list[Key]] = {}
@@ -222,7 +227,7 @@ def _taken(
     rank: int,
     spill: Spill,
     keys: list[Key],
-    top: parse.TraceShell,
+    top: decode.TraceShell,
     world_size: int | None,
 ) -> RankTrace:
     """The rank read back from the spill. Built here, not in `_ranks`: a local there would

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import schema
-from .parse import MEMORY_LABEL
+from .columns import MEMORY_LABEL
 
 STEP_PREFIX = "ProfilerStep#"
 WHOLE_TRACE = -1

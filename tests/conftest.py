@@ -22,7 +22,7 @@ import pytest
 
 from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.ingest import schema
-from tracegraph.ingest.parse import ParseOptions
+from tracegraph.ingest.parse_options import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, IngestResult
 from tracegraph.ingest.store import GraphStore
 

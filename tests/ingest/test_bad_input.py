@@ -21,9 +21,11 @@ import pytest
 
 from tracegraph.explorer import cli
 from tracegraph.explorer.cli import main
-from tracegraph.ingest import parse
+from tracegraph.ingest import file_bytes, parse
 from tracegraph.ingest.errors import TraceFormatError
-from tracegraph.ingest.parse import ParseOptions, parse_bytes, read_trace_bytes
+from tracegraph.ingest.file_bytes import read_trace_bytes
+from tracegraph.ingest.parse import parse_bytes
+from tracegraph.ingest.parse_options import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 
@@ -437,7 +439,7 @@ def write_bomb(path: Path, mib: int, level: int = 1, tail: bytes = b"") -> Path:
 def test_a_gzip_bomb_is_refused_at_the_size_limit(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(parse, "MAX_JSON_BYTES", 50 * MIB)
+    monkeypatch.setattr(file_bytes, "MAX_JSON_BYTES", 50 * MIB)
     bomb = write_bomb(tmp_path / "bomb.json.gz", 60)
     assert_refused(capsys, bomb, db, "more than the limit of 50.0 MiB", "--max-json-gb")
 
@@ -446,7 +448,7 @@ def test_a_gzip_bomb_is_refused_by_its_ratio(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
     """Past RATIO_FLOOR (1 GiB by default), a .gz expanding over 200x is refused."""
-    monkeypatch.setattr(parse, "RATIO_FLOOR", 20 * MIB)
+    monkeypatch.setattr(file_bytes, "RATIO_FLOOR", 20 * MIB)
     bomb = write_bomb(tmp_path / "bomb.json.gz", 60, level=9)
     assert_refused(capsys, bomb, db, "expands more than 200x", "likely gzip bomb")
 
@@ -467,7 +469,7 @@ def test_decompression_stops_at_the_limit(tmp_path: Path):
 
 
 def test_a_raised_limit_takes_a_large_trace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    monkeypatch.setattr(parse, "MAX_JSON_BYTES", 10 * MIB)
+    monkeypatch.setattr(file_bytes, "MAX_JSON_BYTES", 10 * MIB)
     tail = json.dumps(events()).encode() + b', "distributedInfo": {"rank": 0}}'
     trace = write_bomb(tmp_path / "padded.json.gz", 12, tail=tail)
     with pytest.raises(TraceFormatError, match="limit"):
@@ -483,7 +485,7 @@ def test_a_raised_limit_takes_a_large_trace(tmp_path: Path, monkeypatch: pytest.
 def test_plain_json_over_the_limit_is_refused(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(parse, "MAX_JSON_BYTES", 1000)
+    monkeypatch.setattr(file_bytes, "MAX_JSON_BYTES", 1000)
     path = write(tmp_path, "plain.json", trace_text() + " " * 2000)
     assert_refused(capsys, path, db, "of JSON is over the limit", "--max-json-gb")
 
@@ -498,7 +500,7 @@ def _has_max_json_flag() -> bool:
 def test_the_cli_flag_raises_the_limit(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ):
-    monkeypatch.setattr(parse, "MAX_JSON_BYTES", 10 * MIB)
+    monkeypatch.setattr(file_bytes, "MAX_JSON_BYTES", 10 * MIB)
     tail = json.dumps(events()).encode() + b', "distributedInfo": {"rank": 0}}'
     trace = write_bomb(tmp_path / "padded.json.gz", 12, tail=tail)
     assert_refused(capsys, trace, db, "limit")

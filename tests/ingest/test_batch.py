@@ -87,7 +87,7 @@ def test_a_batch_counts_the_memory_it_holds_once(tmp_path: Path) -> None:
 
     import pyarrow as pa
 
-    from tracegraph.ingest.parse import ParseOptions
+    from tracegraph.ingest.parse_options import ParseOptions
     from tracegraph.ingest.prepare import prepare_rank
     from tracegraph.ingest.read import rank_traces
 

@@ -26,8 +26,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tracegraph.ingest.columns import NS_LIMIT
 from tracegraph.ingest.errors import IngestError, TraceFormatError
-from tracegraph.ingest.parse import NS_LIMIT, RankTrace, parse_bytes, parse_file
+from tracegraph.ingest.parse import RankTrace, parse_bytes, parse_file
 from tracegraph.ingest.schema import MAX_RANK
 
 from ..conftest import TRACES

@@ -19,7 +19,7 @@ import pytest
 from tracegraph.examples.synthetic import SyntheticConfig, write_merged, write_per_rank
 from tracegraph.ingest import archive, parallel
 from tracegraph.ingest.errors import TraceFormatError
-from tracegraph.ingest.parse import ParseOptions
+from tracegraph.ingest.parse_options import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 from ..conftest import TRACES, dump, needs_traces

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from tracegraph.ingest.errors import TraceFormatError
-from tracegraph.ingest.parse import ParseOptions, parse_file
+from tracegraph.ingest.parse import parse_file
+from tracegraph.ingest.parse_options import ParseOptions
 
 from ..conftest import TracePool, needs_traces, trace
 from .oracle import read_bytes

@@ -14,7 +14,8 @@ from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
 from tracegraph.examples.synthetic import write_merged as write_synthetic_merged
 from tracegraph.ingest import parse, read
 from tracegraph.ingest.errors import TraceFormatError
-from tracegraph.ingest.parse import ParseOptions, RankTrace
+from tracegraph.ingest.parse import RankTrace
+from tracegraph.ingest.parse_options import DEFAULT_OPTIONS, ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 
@@ -30,7 +31,7 @@ def _facts(t: RankTrace) -> tuple[object, ...]:
             t.distributed_info, dict(t.dropped))  # fmt: skip
 
 
-def _assert_same(path: Path, options: ParseOptions = parse.DEFAULT_OPTIONS) -> list[RankTrace]:
+def _assert_same(path: Path, options: ParseOptions = DEFAULT_OPTIONS) -> list[RankTrace]:
     whole = parse.parse_file(path, options)
     spill_at = path.with_name(".spill")
     streamed = list(

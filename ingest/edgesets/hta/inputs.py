@@ -23,7 +23,9 @@ import pyarrow.compute as pc
 from ... import schema
 from ...archive import RunArchive, run_archive, source_copy
 from ...errors import TraceFormatError
-from ...parse import ParseOptions, RankTrace, parse_file, read_trace_bytes
+from ...file_bytes import read_trace_bytes
+from ...parse import RankTrace, parse_file
+from ...parse_options import ParseOptions
 from ...store import GraphStore
 from ..errors import EdgeSetError
 from ..records import run_source, unique_pid_ranks

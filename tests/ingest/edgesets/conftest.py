@@ -20,7 +20,7 @@ import pytest
 from tracegraph.ingest.edgesets.errors import EdgeSetError, HtaEnvError
 from tracegraph.ingest.edgesets.hta.edge_set import EdgeSetResult, build_hta_edge_set
 from tracegraph.ingest.edgesets.hta.env import HtaEnv, ensure_env
-from tracegraph.ingest.parse import ParseOptions
+from tracegraph.ingest.parse_options import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 
 from ..merge import UNLABELLED_PID, write_merged

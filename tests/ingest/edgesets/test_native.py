@@ -33,7 +33,8 @@ from tracegraph.ingest.edgesets.native.frame import FrameSource, frame_source
 from tracegraph.ingest.edgesets.native.options import emulate
 from tracegraph.ingest.edgesets.native.rank_build import WindowResult, build_rank
 from tracegraph.ingest.edgesets.native.window import Window
-from tracegraph.ingest.parse import ParseOptions, parse_file
+from tracegraph.ingest.parse import parse_file
+from tracegraph.ingest.parse_options import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 

@@ -32,7 +32,8 @@ from tracegraph.ingest.edgesets.native.edge_set import build_native_edge_set
 from tracegraph.ingest.edgesets.native.options import NativeOptions
 from tracegraph.ingest.edgesets.native.rank_build import build_rank
 from tracegraph.ingest.edgesets.native.window import Window
-from tracegraph.ingest.parse import ParseOptions, parse_file
+from tracegraph.ingest.parse import parse_file
+from tracegraph.ingest.parse_options import ParseOptions
 from tracegraph.ingest.pipeline import IngestOptions, ingest
 from tracegraph.ingest.store import GraphStore
 

@@ -1,0 +1,326 @@
+"""Decoded events → one Arrow table of their columns: the complete ('X'), flow and `[memory]`
+events and those without a phase, each labelled by its category (Op, Runtime, Kernel, sync),
+with `ts` and `dur` as exact INT64 nanoseconds, `args` as its verbatim JSON text plus the args
+every link needs as typed columns, and `drop` saying why an event is to be left out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .decode import ARGS_DECODERS, Args, RawEvent, decode_blob, event_position, json_excerpt
+from .errors import TraceFormatError
+from .schema import MAX_RANK
+
+OP_CATEGORIES = frozenset({"cpu_op", "user_annotation", "python_function", "Operator", "overhead"})
+RUNTIME_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver", "Runtime", "mtia_runtime"})
+KERNEL_CATEGORIES = frozenset(
+    {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events"}
+)
+SYNC_CATEGORY = "cuda_sync"
+FLOW_PHASES = frozenset({"s", "f", "t"})
+MEMORY_EVENT_NAME = "[memory]"
+MEMORY_LABEL = "memory"  # the label of the rows of `[memory]` instants (no graph node label)
+
+LABEL_OF_CATEGORY: dict[str, str] = {
+    **{c: "Op" for c in OP_CATEGORIES},
+    **{c: "Runtime" for c in RUNTIME_CATEGORIES},
+    **{c: "Kernel" for c in KERNEL_CATEGORIES},
+    SYNC_CATEGORY: "sync",
+}
+
+# Timestamps and durations must lie within ±2^62 ns (about 146 years either side of 0): then
+# every end (ts + dur) and every difference between two of them fits in an INT64.
+NS_LIMIT = 1 << 62
+# Events dropped at parse time (and counted in Rank.skipped under these keys).
+NO_TS = "no ts"  # complete or flow event without a numeric `ts`
+BAD_DUR = "bad dur"  # complete event whose `dur` is negative or not a number
+NO_PH = "no ph"  # event without a phase (`ph` missing or null): not known to be complete
+DROP_REASONS = {
+    NO_TS: "no numeric 'ts'",
+    BAD_DUR: "negative or non-numeric 'dur'",
+    NO_PH: "no 'ph'",
+}
+
+
+def memory_counts(events: pa.Table) -> tuple[int, int]:
+    """How many rows are `[memory]` instants, and how many of them are kept (not no-ts): they
+    make no trace of their own."""
+    memory = pc.equal(events["label"], MEMORY_LABEL)
+    kept = pc.and_(memory, pc.is_null(events["drop"]))
+    return int(pc.sum(memory).as_py() or 0), int(pc.sum(kept).as_py() or 0)
+
+
+def event_table(path: Path, raw: list[RawEvent], first_idx: int, loose: bool) -> pa.Table:
+    """Columns of the complete ('X'), flow and `[memory]` events, and the events without a
+    phase; ev_idx is the position in traceEvents (`raw` starts at position `first_idx`). `drop`
+    says why an event is to be left out (no ph, no numeric ts, a bad dur), null for the others."""
+    keep = [
+        i
+        for i, e in enumerate(raw)
+        if e.ph == "X" or e.ph in FLOW_PHASES or e.ph is None or _is_memory(e)
+    ]
+    evs = [raw[i] for i in keep]
+    ev_idx = pc.add(pa.array(keep, pa.int64()), first_idx)
+    cats = _str_column([e.cat for e in evs])
+    phs = pa.array([e.ph for e in evs], pa.string())
+    is_x = pc.fill_null(pc.equal(phs, "X"), False)
+    other = pc.if_else(
+        pc.fill_null(pc.equal(phs, "i"), False),
+        pa.scalar(MEMORY_LABEL),  # only [memory] instants are kept
+        pc.if_else(pc.is_valid(phs), pa.scalar("flow"), pa.scalar(None, pa.string())),
+    )
+    label = pc.if_else(is_x, _map_strings(cats, LABEL_OF_CATEGORY), other)
+    args_raw = [bytes(e.args) if e.ph == "X" or e.ph == "i" else b"" for e in evs]
+    args = _decode_args(path, args_raw, ev_idx)
+    ts, _ = _ns_column(path, "ts", [bytes(e.ts) for e in evs], ev_idx)
+    dur, dur_bad = _ns_column(path, "dur", [bytes(e.dur) for e in evs], ev_idx)
+    bad_dur = pc.and_(is_x, pc.or_kleene(pc.less(dur, 0), dur_bad))
+    keep_it = pa.scalar(None, pa.string())
+    drop = pc.if_else(
+        pc.is_null(phs),
+        pa.scalar(NO_PH, pa.string()),
+        pc.if_else(
+            pc.is_null(ts),
+            pa.scalar(NO_TS, pa.string()),
+            pc.if_else(pc.fill_null(bad_dur, False), pa.scalar(BAD_DUR), keep_it),
+        ),
+    )
+    columns: dict[str, pa.Array] = {
+        "ev_idx": ev_idx,
+        "label": label,
+        "ph": phs,
+        "cat": cats,
+        "name": _str_column([e.name for e in evs]),
+        "pid": _int_column([e.pid for e in evs], loose),
+        "tid": _int_column([e.tid for e in evs], loose),
+        "ts": ts,
+        "dur": dur,
+        "flow_id": _int_column([e.id for e in evs], loose),
+        "flow_bp": _str_column([e.bp for e in evs]),
+        "args": _text_column(args_raw),
+    }
+    columns.update(args)
+    columns["drop"] = drop
+    return pa.table(columns)
+
+
+def _is_memory(event: RawEvent) -> bool:
+    """A `[memory]` instant: the caching allocator's record of one allocation or free
+    (`profile_memory=True`), read by `ingest.memory_events`."""
+    return event.ph == "i" and event.name == MEMORY_EVENT_NAME
+
+
+def _decode_args(path: Path, args_raw: list[bytes], ev_idx: pa.Array) -> dict[str, pa.Array]:
+    blob = b"[" + b",".join(a if a else b"null" for a in args_raw) + b"]"
+    try:
+        parsed, loose = decode_blob(ARGS_DECODERS, blob)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        where = event_position(exc, indices=ev_idx)
+        raise TraceFormatError(path, f"unreadable args of {where}") from exc
+    none = Args()
+    rows = [a if a is not None else none for a in parsed]
+    ext = _int_column([a.external_id for a in rows], loose)
+    ext_old = _int_column([a.external_id_old for a in rows], loose)
+    stream = _int_column([a.stream for a in rows], loose)
+    stream_id = _int_column([a.stream_id for a in rows], loose)
+    return {
+        "external_id": pc.coalesce(ext, ext_old),
+        "correlation": _int_column([a.correlation for a in rows], loose),
+        "seq": _int_column([a.seq for a in rows], loose),
+        "stream": pc.coalesce(stream, stream_id),
+        "device": _int_column([a.device for a in rows], loose),
+        "sync_kind": _str_column([a.cuda_sync_kind for a in rows]),
+        "wait_on_stream": _int_column([a.wait_on_stream for a in rows], loose),
+        "wait_on_event_corr": _int_column(
+            [a.wait_on_cuda_event_record_corr_id for a in rows], loose
+        ),
+        "arg_rank": _arg_rank(path, [a.rank for a in rows], ev_idx, loose),
+        "pg_name": _str_column([a.pg_name for a in rows]),
+        "coll_name": _str_column([a.coll_name for a in rows]),
+        "coll_seq": _int_column([a.coll_seq for a in rows], loose),
+    }
+
+
+def _arg_rank(path: Path, values: list[Any], ev_idx: pa.Array, loose: bool) -> pa.Array:
+    """args.rank of each event; one that is there but no rank in 0..MAX_RANK is an error."""
+    ranks = _int_column(values, loose)
+    if ranks.null_count != values.count(None):
+        first = next(i for i, v in enumerate(values) if v is not None and not ranks[i].is_valid)
+        raise TraceFormatError(
+            path, _bad_arg_rank(ev_idx[first].as_py(), json_excerpt(values[first]))
+        )
+    outside = pc.or_(pc.less(ranks, 0), pc.greater(ranks, MAX_RANK))
+    if pc.any(outside).as_py():
+        first = pc.index(outside, True).as_py()
+        raise TraceFormatError(path, _bad_arg_rank(ev_idx[first].as_py(), str(ranks[first])))
+    return ranks
+
+
+def _bad_arg_rank(ev_idx: int, shown: str) -> str:
+    return f"event {ev_idx}: args.rank is {shown}, not a rank in 0..{MAX_RANK}"
+
+
+def _text_column(raw: list[bytes]) -> pa.Array:
+    """UTF-8 text of raw JSON values; empty → null."""
+    binary = pa.array(raw, pa.binary())
+    try:
+        text = pc.cast(binary, pa.string())
+    except pa.ArrowInvalid:
+        text = pa.array([b.decode("utf-8", "replace") for b in raw], pa.string())
+    return pc.if_else(pc.equal(pc.binary_length(text), 0), pa.scalar(None, pa.string()), text)
+
+
+def _str_column(values: list[Any]) -> pa.Array:
+    try:
+        return pa.array(values, pa.string())
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([_as_str(v) for v in values], pa.string())
+
+
+def _as_str(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+def _int_column(values: list[Any], loose: bool = False) -> pa.Array:
+    """INT64 column from JSON values: ints as they are, numeric strings parsed, others null.
+    `loose`: the values may hold floats (Arrow would truncate 1.5 to 1), lists, objects..."""
+    try:
+        if not loose:  # ints, strings and None
+            return pa.array(values, pa.int64())
+        inferred = pa.array(values)
+        if pa.types.is_int64(inferred.type) or pa.types.is_null(inferred.type):
+            return inferred.cast(pa.int64())
+    except (pa.ArrowException, OverflowError, TypeError, ValueError, RecursionError):
+        pass
+    return pa.array(
+        [v if type(v) is int and _I64_MIN <= v <= _I64_MAX else as_int(v) for v in values],
+        pa.int64(),
+    )
+
+
+def as_int(value: Any) -> int | None:
+    """An INT64 from a JSON value: an int, an integral float, a decimal or 0x string."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value if _I64_MIN <= value <= _I64_MAX else None
+    if isinstance(value, float):
+        return as_int(int(value)) if value.is_integer() else None
+    if isinstance(value, str):
+        text = value.strip()
+        if 0 < len(text) <= 24 and text.lstrip("-").isascii() and text.lstrip("-").isdigit():
+            return as_int(int(text))
+        if 2 < len(text) <= 24 and text.lower().startswith("0x"):
+            try:
+                return as_int(int(text, 16))
+            except ValueError:
+                return None
+    return None
+
+
+_I64_MIN, _I64_MAX = -(1 << 63), (1 << 63) - 1
+_US = pa.decimal128(28, 6)
+_THOUSAND = pa.scalar(1000, pa.decimal128(4, 0))
+_NS_LO = pa.scalar(-NS_LIMIT, pa.decimal128(19, 0))
+_NS_HI = pa.scalar(NS_LIMIT, pa.decimal128(19, 0))
+
+
+def _ns_column(
+    path: Path, field_name: str, raw: list[bytes], ev_idx: pa.Array
+) -> tuple[pa.Array, pa.Array | bool]:
+    """Exact INT64 ns from the JSON text of µs numbers, half to even: (ns, not a number).
+    Missing values and values that are no JSON number (a string, null, a list...) are null in
+    ns; the second is True where a value is present but no number (False: none is). A number
+    outside ±NS_LIMIT ns is an error naming the event."""
+    text = _text_column(raw)
+    # Arrow's decimal parser is only safe on plain numbers (it gives garbage on 40 digits and
+    # crashes on 1e-2147483647): others (exponents, more than 6 decimals such as
+    # 0.30000000000000004, no number at all) are converted one by one, exactly. Kineto's
+    # columns are all plain, which two scans of the text's bytes tell (a regex is 40x slower).
+    micros, odd = _plain_micros(text), None
+    if micros is None:
+        odd = pc.invert(pc.fill_null(pc.match_substring_regex(text, _PLAIN_NUMBER), True))
+        micros = pc.cast(pc.if_else(odd, pa.scalar(None, pa.string()), text), _US)
+    nanos = pc.round(pc.multiply(micros, _THOUSAND), 0)
+    outside = pc.or_(pc.less(nanos, _NS_LO), pc.greater_equal(nanos, _NS_HI))
+    if pc.any(outside).as_py():
+        first = pc.index(outside, True).as_py()
+        raise TraceFormatError(
+            path, _out_of_range(field_name, text[first].as_py(), ev_idx[first].as_py())
+        )
+    values = pc.cast(nanos, pa.int64())
+    if odd is None or not pc.any(odd).as_py():
+        return values, False
+    rows = pc.indices_nonzero(odd)
+    odd_values, odd_bad = _ns_one_by_one(path, field_name, text.take(rows), ev_idx.take(rows))
+    bad = pc.replace_with_mask(pa.nulls(len(text), pa.bool_()).fill_null(False), odd, odd_bad)
+    return pc.replace_with_mask(values, odd, odd_values), bad
+
+
+_PLAIN_NUMBER = r"^-?[0-9]{1,22}(\.[0-9]{0,6})?$"
+
+
+def _plain_micros(text: pa.Array) -> pa.Array | None:
+    """The values as decimal µs where all are plain numbers of at most 29 characters (or
+    missing), else None. JSON text without 'e' or 'E' is a number without exponent, or
+    something Arrow refuses to cast (a string, null, a list...)."""
+    if text.null_count == len(text):
+        return pc.cast(text, _US)
+    longest = pc.max(pc.binary_length(text)).as_py()
+    data = text.buffers()[2]
+    chars = data.to_pybytes() if data is not None else b""
+    if longest > 29 or b"e" in chars or b"E" in chars:
+        return None
+    try:
+        return pc.cast(text, _US)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return None
+
+
+def _out_of_range(field_name: str, text: str, ev_idx: int) -> str:
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    return f"event {ev_idx}: '{field_name}' {shown} µs is out of range (within ±2^62 ns)"
+
+
+def _ns_one_by_one(
+    path: Path, field_name: str, text: pa.Array, ev_idx: pa.Array
+) -> tuple[pa.Array, pa.Array]:
+    values: list[int | None] = []
+    bad: list[bool] = []
+    for i, t in enumerate(text.to_pylist()):
+        nanos = _ns_of(t) if t is not None else None
+        if nanos is not None and not -NS_LIMIT <= nanos < NS_LIMIT:
+            raise TraceFormatError(path, _out_of_range(field_name, t, ev_idx[i].as_py()))
+        values.append(nanos)
+        bad.append(t is not None and nanos is None)
+    return pa.array(values, pa.int64()), pa.array(bad, pa.bool_())
+
+
+def _ns_of(text: str) -> int | None:
+    """ns of a JSON number's text in µs (None: no number); beyond ±2^80 it is 2^80."""
+    try:
+        micros = Decimal(text)
+    except (InvalidOperation, ValueError):
+        return None
+    if not micros.is_finite():
+        return None
+    if micros.adjusted() > 20:
+        return (1 << 80) * (1 if micros > 0 else -1)
+    exact = Context(prec=len(micros.as_tuple().digits) + 30)
+    return int(micros.scaleb(3, exact).to_integral_value(ROUND_HALF_EVEN, exact))
+
+
+def _map_strings(values: pa.Array, mapping: Mapping[str, str]) -> pa.Array:
+    keys = pa.array(list(mapping), pa.string())
+    index = pc.index_in(values, value_set=keys)
+    return pc.take(pa.array(list(mapping.values()), pa.string()), index)
