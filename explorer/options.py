@@ -1,15 +1,19 @@
 """The command-line options several subcommands share, defined once (their names, help and
-choices stay the same everywhere)."""
+choices stay the same everywhere), and the argument types they share."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TypeAlias
 
 FORMATS = ("table", "csv", "json")
 DEFAULT_WIDTH = 60
 FULL = 1 << 30  # --full-names: no cell is shortened
 DEFAULT_MAX_CLIENTS = 4  # serve: each browser tab runs its own explorer process (~100 MB)
+
+# what `add_subparsers` returns: each command's module adds its parser to it (`commands/`)
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def database(p: argparse.ArgumentParser) -> None:
@@ -63,6 +67,13 @@ def width(p: argparse.ArgumentParser) -> None:
 
 def max_width(args: argparse.Namespace) -> int:
     return FULL if args.full_names else int(args.width)
+
+
+def positive(text: str) -> int:
+    """An argument type: a whole number >= 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number >= 1")
+    return int(text)
 
 
 def _cell_width(text: str) -> int:

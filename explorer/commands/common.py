@@ -1,4 +1,5 @@
-"""What the commands share: the usage error, the exit code of a build, outputs written whole."""
+"""What the commands' handlers share: the usage error, the exit code of a build, outputs written
+whole. Light, as the command modules that import it: parsing loads them all (`cli.py`)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import tracegraph
-from tracegraph.ingest import outputs
 from tracegraph.ingest.errors import TracegraphError
-from tracegraph.ingest.store import GraphStore
+
+if TYPE_CHECKING:
+    from tracegraph.ingest.store import GraphStore
 
 INTEGER = re.compile(r"[+-]?[0-9]+")  # an integer argument, as typed
+# the range of Kuzu's INT64, as `queries.catalog` has it (which loads Kuzu)
+INT64_MIN, INT64_MAX = -(1 << 63), (1 << 63) - 1
 
 
 class UsageError(TracegraphError):
@@ -51,6 +55,8 @@ def write_json(path: Path, data: object) -> None:
 
 def write_text(path: Path, text: str) -> None:
     """Whole or not at all (ingest/outputs.py)."""
+    from tracegraph.ingest import outputs  # tempfile, socket, hashlib: only to write a file
+
     try:
         outputs.write_text(path, text)
     except OSError as exc:

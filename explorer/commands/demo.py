@@ -4,23 +4,39 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from pathlib import Path
 
 import tracegraph
-from tracegraph.ingest.edgesets.native.edge_set import NativeEdgeSetResult
-from tracegraph.ingest.edgesets.native.report import path_summary
-from tracegraph.queries.catalog import canned_query
-from tracegraph.queries.crossrank import StepVerdict, describe
-from tracegraph.queries.diff import diff_edge_sets
 
-from .. import output
-from ..progress import stderr_progress
+from .. import options
+from . import explore, info
 from .common import indent, open_reading
-from .store import info_command, print_ingest
-from .tui import explore_command
+from .ingest import print_ingest
 
 
-def demo_command(args: argparse.Namespace) -> int:
+def add_parser(sub: options.Subcommands) -> None:
+    """`demo` with the synthetic job's size and where its database goes."""
+    p = sub.add_parser("demo", help="synthetic multi-rank trace → database → summary (or TUI)")
+    p.add_argument("--db", type=Path, default=Path("tracegraph-demo.kuzu"))
+    p.add_argument("--ranks", type=int, default=4)
+    p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--no-tui", action="store_true", help="print the summary instead of the TUI")
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Write the job's traces, ingest them, build three edge sets, then open the TUI (or print
+    what the database holds, two canned queries, a diff and each step's critical path)."""
     from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
+    from tracegraph.ingest.edgesets.native.edge_set import NativeEdgeSetResult
+    from tracegraph.ingest.edgesets.native.report import path_summary
+    from tracegraph.queries.catalog import canned_query
+    from tracegraph.queries.crossrank import StepVerdict, describe
+    from tracegraph.queries.diff import diff_edge_sets
+
+    from .. import output
+    from ..progress import stderr_progress
 
     config = SyntheticConfig(ranks=args.ranks, steps=args.steps, layers=args.layers)
     traces = args.db.with_name(args.db.name.split(".")[0] + "-traces")
@@ -40,9 +56,9 @@ def demo_command(args: argparse.Namespace) -> int:
         native = graph.edges(run="demo", all_steps=True, progress=progress)
     assert isinstance(native, NativeEdgeSetResult)
     if not args.no_tui:
-        return explore_command(argparse.Namespace(db=args.db, keymap=None, served=False))
+        return explore.handle(argparse.Namespace(db=args.db, keymap=None, served=False))
     print()
-    info_command(argparse.Namespace(db=args.db, format="table"))
+    info.handle(argparse.Namespace(db=args.db, format="table"))
     with open_reading(args.db) as store:
         for name, title in (("step-times", "step times"), ("collective-skew", "collectives")):
             rows = store.run(canned_query(name).cypher, {"run": "demo"})

@@ -1,4 +1,4 @@
-"""`query` and `queries`: ad-hoc and canned Cypher, read-only, with typed parameters."""
+"""`query`: ad-hoc or canned Cypher, read-only, with typed parameters."""
 
 from __future__ import annotations
 
@@ -7,23 +7,49 @@ import json
 import math
 import sys
 
-from tracegraph.ingest.store import unused_parameters
-from tracegraph.queries.catalog import (
-    INT64_MAX,
-    INT64_MIN,
-    canned_queries,
-    canned_query,
-    check_run,
-    coerce_params,
-)
-from tracegraph.queries.guard import QueryRefused, check_read_only
-
-from .. import options, output
-from ..cancellable import run_cancellable
-from .common import INTEGER, UsageError, open_reading
+from .. import options
+from .common import INT64_MAX, INT64_MIN, INTEGER, UsageError, open_reading
 
 
-def query_command(args: argparse.Namespace) -> int:
+def add_parser(sub: options.Subcommands) -> None:
+    """`query DB CYPHER` or `query DB --canned NAME`, with parameters and limits."""
+    p = sub.add_parser("query", help="run ad-hoc or canned Cypher")
+    options.database(p)
+    p.add_argument("cypher", nargs="?", help="a Cypher statement")
+    p.add_argument("--canned", metavar="NAME", help="a canned query (see `tracegraph queries`)")
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="K=V",
+        help="query parameter; in ad-hoc Cypher integers, floats, true/false and JSON lists are "
+        "typed, anything else is a string, and a value in double quotes is the string inside "
+        """(--param 'run="2024"'); a canned query types them by its header""",
+    )
+    options.output_format(p)
+    options.width(p)
+    p.add_argument("--timeout-s", type=float, default=60.0, help="query timeout (0: none)")
+    p.add_argument(
+        "--allow-files",
+        action="store_true",
+        help="allow LOAD FROM, which reads host files (queries are read-only and confined "
+        "to the database otherwise)",
+    )
+    p.add_argument(
+        "--limit", type=int, metavar="N", help="print the first N rows only (stderr says so)"
+    )
+    p.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run the statement (refused unless read-only) and print its rows; stderr says how many."""
+    from tracegraph.ingest.store import unused_parameters
+    from tracegraph.queries.catalog import canned_query, check_run, coerce_params
+    from tracegraph.queries.guard import QueryRefused, check_read_only
+
+    from .. import output
+    from ..cancellable import run_cancellable
+
     raw = _raw_params(args.param)
     if args.canned and args.cypher:
         raise UsageError("give either a Cypher statement or --canned NAME, not both")
@@ -159,12 +185,3 @@ def _list_problem(value: object) -> str | None:
     if len(kinds) > 1:
         return f"a list mixes {', '.join(sorted(kinds))}; its values must be of one type"
     return None
-
-
-def queries_command(args: argparse.Namespace) -> int:
-    for name, query in canned_queries().items():
-        params = ", ".join(f"{p} ({t})" for p, t in query.params.items()) or "none"
-        print(f"{name}\n  {query.description}\n  params: {params}")
-        if query.columns:
-            print(f"  columns: {', '.join(query.columns)}")
-    return 0

@@ -15,7 +15,7 @@ from tracegraph.ingest.pipeline import TRACE_SUFFIXES
 
 from ..progress import stderr_progress
 from .common import UsageError
-from .store import print_ingest
+from .ingest import print_ingest
 
 if TYPE_CHECKING:
     from tracegraph.ingest.prepare import Summariser

@@ -220,3 +220,29 @@ def test_edges_says_why_inferred_syncs_and_exported_sync_deps_differ(
         capsys, "export", str(db), "--sync-deps", str(out_file), "--edge-set", "native"
     )
     assert code == 0 and f"wrote {out_file}: {in_set:,} sync dependencies" in out
+
+
+def test_every_command_module_is_registered() -> None:
+    """A module of explorer/commands/ with `add_parser` is a command: `cli.COMMANDS` lists
+    it (else it would silently be missing from `tracegraph --help`), and `--help` shows it."""
+    import importlib
+    import pkgutil
+
+    from tracegraph.explorer import cli, commands
+
+    defined = {
+        m.name
+        for m in pkgutil.iter_modules(commands.__path__)
+        if hasattr(importlib.import_module(f"{commands.__name__}.{m.name}"), "add_parser")
+    }
+    assert defined == set(cli.COMMANDS)
+    shown = cli._parser().format_help()
+    assert all(name in shown for name in cli.COMMANDS)
+
+
+def test_the_parsers_int64_limits_are_the_catalogues() -> None:
+    """`commands/common.py` keeps its own copy (parsing must not load Kuzu): the same values."""
+    from tracegraph.explorer.commands import common
+    from tracegraph.queries import catalog
+
+    assert (common.INT64_MIN, common.INT64_MAX) == (catalog.INT64_MIN, catalog.INT64_MAX)
