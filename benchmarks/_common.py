@@ -138,7 +138,7 @@ def import_child() -> ChildRun:
 
 def generator_tag() -> str:
     """Short hash of the synthetic generator's source: cached files go stale when it changes."""
-    return hashlib.sha1(Path(synthetic.__file__).read_bytes()).hexdigest()[:8]
+    return hashlib.sha1(synthetic.source_bytes()).hexdigest()[:8]
 
 
 def cached_merged(config: SyntheticConfig, rank_in_args: bool = True) -> Path:

@@ -21,7 +21,7 @@ FIXED_MTIME_NS = 1_700_000_000_000_000_000
 def synthetic_rank_files(name: str, config: SyntheticConfig) -> tuple[Path, ...]:
     """The rank files (rank order) of `config`, in a folder named after `name`, the generator's
     source and the config (another config never gets these files)."""
-    key = Path(synthetic.__file__).read_bytes() + json.dumps(dataclasses.asdict(config)).encode()
+    key = synthetic.source_bytes() + json.dumps(dataclasses.asdict(config)).encode()
     digest = hashlib.sha1(key).hexdigest()[:12]
     folder = Path(tempfile.gettempdir()) / "tracegraph-test-synthetic" / f"{name}-{digest}"
     files = tuple(folder / f"rank{r}.trace.json" for r in range(config.ranks))

@@ -83,7 +83,7 @@ def test_inferred_syncs_agree_with_cuda_sync_events(name: str, tmp_path: Path) -
     assert len(missed - guessed) == len(wrong)
 
 
-# Synthetic jobs with every sync kind (examples/synthetic.py, `sync_kinds`): per step and device,
+# Synthetic jobs with every sync kind (examples/synthetic/sync_kinds.py): per step and device,
 # kernels on every stream, cudaStreamWaitEvent of stream 7 on each other stream, a
 # cudaEventSynchronize, a cudaStreamSynchronize per stream, a blocking cudaMemcpy DtoH (Kineto's
 # cuda_sync event for it is a 'Stream Sync') and a cudaDeviceSynchronize.
