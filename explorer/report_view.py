@@ -49,6 +49,8 @@ TITLES = {
     "shapes; roofline_pct: the time at peak as a share of the kernels')",
     "module_tree": "by nn.Module (python frames, with_stack=True): calls, CPU time and the GPU "
     "work launched inside each module (inclusive; self: outside its child modules)",
+    "counters": "CUPTI counters of each kernel (the range profiler's cuda_profiler_range "
+    "events), with the operators that launched it",
     "kernel_sequences": "the most frequent kernel sequences: each call's kernels in start order "
     "(--sequence-op NAME: calls of NAME; else the CPU ops Python called), 2 kernels or more",
     "allocator": "the caching allocator per device and step ([memory] events): allocated and "
@@ -65,7 +67,7 @@ TITLES = {
 # tables the text shows only when they have rows
 QUIET_WHEN_EMPTY = (
     "unmatched", "gpu_annotations", "allocator", "op_shapes", "op_perf", "module_tree",
-    "kernel_sequences",
+    "kernel_sequences", "counters",
 )  # fmt: skip
 # columns the text leaves to --format json/csv (lists, and what makes a row too wide to read)
 TEXT_HIDES = ("names", "waits_ns", "input_strides", "concrete_inputs", "gpu_min_ns", "gpu_max_ns",
@@ -307,7 +309,7 @@ def ranks_that_matter(report: Report) -> list[int]:
 
 def _write_findings(out: TextIO, report: Report, db: Path) -> None:
     if not report.findings:
-        out.write("\nfindings: none (every rule below its threshold; see README: report)\n")
+        out.write("\nfindings: none (every rule below its threshold; see docs/report.md)\n")
         return
     out.write("\nfindings, what fixing each saves first:\n")
     summarised = set(report.summarised)
@@ -366,7 +368,8 @@ def in_us(table: pa.Table) -> pa.Table:
     for name in table.column_names:
         column = table[name]
         if name.endswith("_ns"):
-            column = pc.divide(pc.cast(column, pa.float64()), 1e3)
+            # (unsafe: an epoch-ns value loses its last digits as a float, not the report)
+            column = pc.divide(pc.cast(column, pa.float64(), safe=False), 1e3)
             name = name[: -len("_ns")] + "_us"
         elif name.endswith("_bytes"):
             known = pc.if_else(pc.less(column, 0), pa.scalar(None, column.type), column)

@@ -1,5 +1,5 @@
-"""The report as JSON: the contract scripts rely on (README: "The report's JSON"). Times in µs
-(floats, to the ns), one entry per rank, per step and per collective instance."""
+"""The report as JSON: the contract scripts rely on (docs/report.md, "The JSON contract").
+Times in µs (floats, to the ns), one entry per rank, per step and per collective instance."""
 
 from __future__ import annotations
 
@@ -63,6 +63,7 @@ def report_json(report: Report) -> dict[str, Any]:
     categories, shapes = _by_rank(t["op_categories"]), _by_rank(t["op_shapes"])
     perf, modules = _by_rank(t["op_perf"]), _by_rank(t["module_tree"])
     sequences = _by_rank(t["kernel_sequences"])
+    counters = _by_rank(t["counters"])
     ranks = []
     for rank in report.ranks:
         tr = temporal.get(rank, {})
@@ -162,6 +163,9 @@ def report_json(report: Report) -> dict[str, Any]:
                         "first_ev_idx": s["first_ev_idx"],
                     }
                     for s in sequences.get(rank, [])
+                ],
+                "counters": [
+                    {k: v for k, v in c.items() if k != "rank"} for c in counters.get(rank, [])
                 ],
             }
         )

@@ -9,18 +9,23 @@ convolution and elementwise formulas are TraceLens's (PerfModel), written again:
 
 - GEMM (M x K by K x N): 2 M N K FLOPs (+ M N for a bias / `beta C`), bytes A + B + C_out
   (+ the bias as recorded); batched: x B.
-- attention (B batches, H heads, N_q queries, N_kv keys, head dim d): 4 B H N_q N_kv d forward
-  (Q K^T and P V), 10 B H N_q N_kv d backward (the recomputed scores, dV, dP, dQ, dK), half of
-  it when causal with N_q = N_kv; bytes Q + K + V + O forward, Q + K + V + dO + dQ + dK + dV
+- attention (B batches, H heads, N_q queries, N_kv keys, head dims d_qk, d_v):
+  2 B H N_q N_kv (d_qk + d_v) forward (Q K^T and P V), 2 B H N_q N_kv (3 d_qk + 2 d_v) backward
+  (the recomputed scores, dV, dP, dQ, dK; flash and efficient attention alike, where TraceLens
+  leaves the recomputation out of efficient attention's), half of it when causal with
+  N_q = N_kv; bytes Q + K + V + O forward, Q + K + V + dO + dQ + dK + dV
   backward.
 - convolution: 2 x output elements x (C_in / groups x kernel elements) FLOPs (+ the output
   elements for a bias); bytes input + weight + bias + output.
 - elementwise: one FLOP per output element; bytes every tensor operand in and the output.
-- reductions: one FLOP per input element (+ a divide per output element for `mean`); bytes the
-  input and the output (its size from the reduced dims recorded in `Concrete Inputs`).
+- reductions: one FLOP per input element (`mean`'s divides left out, as TraceLens); bytes the
+  input and the output (its size from the reduced dims recorded in `Concrete Inputs`; none
+  where they are not: `dim=None` records "", as does a trace that records no int lists).
 - softmax and log-softmax: 5 FLOPs per element; bytes the input and the output.
-- norms: per element 7 FLOPs for layer and batch norm (statistics, normalise, scale and shift;
-  4 for batch norm in eval), 4 for RMS norm (5 with vLLM's residual add); bytes the input and
+- norms: layer and batch norm 5 N + 6 C FLOPs for N elements of C channels (batch norm) or
+  normalised elements (layer norm), TraceLens's count; 4 N for batch norm in eval (the running
+  statistics: centre, normalise, scale, shift; TraceLens counts eval as training); RMS norm 4 N
+  (5 N with vLLM's residual add); bytes the input and
   the output (4 tensors for the fused add: input and residual, read and written) and the
   parameters. Backward passes have no model.
 
@@ -138,8 +143,8 @@ def _attention(name: str, dims: list, types: list, concrete: list) -> Work:
     b, h, nq, nkv, d, dv, hkv = (int(x) for x in (b, h, nq, nkv, d, dv, hkv))
     flag = str(concrete[abs(causal_at)]) if abs(causal_at) < len(concrete) else ""
     causal = flag in ("1", "2") if causal_at < 0 else flag == "True"
-    scores = b * h * nq * nkv * (2.0 * d + 2.0 * dv)  # Q K^T and P V
-    flops = scores * 2.5 if backward else scores
+    # forward: Q K^T and P V; backward: the scores again, dV, dP, dQ and dK
+    flops = b * h * nq * nkv * (2.0 * (3 * d + 2 * dv) if backward else 2.0 * (d + dv))
     if causal and nq == nkv:
         flops /= 2
     bpe = _bpe(types, iq)
@@ -242,12 +247,13 @@ _REDUCTIONS = ("aten::sum", "aten::mean", "aten::amax", "aten::amin")
 
 
 def _reduction(name: str, dims: list, types: list, concrete: list) -> Work:
-    """sum/mean/amax/amin(self, dim, keepdim, ...): one FLOP per input element (and a divide
-    per output element for mean); bytes the input and the output."""
+    """sum/mean/amax/amin(self, dim, keepdim, ...): one FLOP per input element; bytes the input
+    and the output."""
     shape = [int(d) for d in dims[0]]
     n_in = _n(shape)
     axes: list[int] = []
     if len(dims) >= 3:  # the dim overload (self, dim, keepdim, ...); (self, dtype): every dim
+        # "" is dim=None, or a trace that records no int lists at all: not known which
         if len(concrete) < 2 or not str(concrete[1]).startswith("["):
             raise ValueError("the reduced dims are not recorded (no Concrete Inputs)")
         axes = _ints(concrete[1])
@@ -256,7 +262,7 @@ def _reduction(name: str, dims: list, types: list, concrete: list) -> Work:
         n_out = _n(kept)
     else:  # every dimension
         n_out = 1
-    flops = n_in + (n_out if name == "aten::mean" else 0)
+    flops = n_in
     moved = (n_in + n_out) * _bpe(types, 0)
     return Work(float(flops), float(moved), False, PRECISION_OF_TYPE.get(types[0], ""))
 
@@ -272,13 +278,13 @@ def _softmax(name: str, dims: list, types: list, concrete: list) -> Work:
 
 
 # norm → (the input's position, the positions of its parameter tensors, FLOPs per element,
-# tensors of the input's size read and written)
+# tensors of the input's size read and written); layer and batch norm add 6 per channel
 _NORMS = {
     # native_layer_norm(input, normalized_shape, weight, bias, eps): mean, centre, square and
-    # sum, normalise (5), scale and shift (2)
-    "aten::native_layer_norm": (0, (2, 3), 7, 2),
+    # sum, normalise, scale and shift
+    "aten::native_layer_norm": (0, (2, 3), 5, 2),
     # native_batch_norm(input, weight, bias, running_mean, running_var, training, ...)
-    "aten::native_batch_norm": (0, (1, 2, 3, 4), 7, 2),
+    "aten::native_batch_norm": (0, (1, 2, 3, 4), 5, 2),
     # rms_norm(input, normalized_shape, weight, eps): square and sum, scale by the rms, weight
     "aten::rms_norm": (0, (2,), 4, 2),
     "aten::_fused_rms_norm": (0, (2,), 4, 2),
@@ -292,11 +298,26 @@ _NORMS = {
 def _norm(name: str, dims: list, types: list, concrete: list) -> Work:
     at, params, per_element, passes = _NORMS[name]
     n = _n(dims[at])
+    flops = float(per_element * n) + 6.0 * _channels(name, dims, concrete)
     if name == "aten::native_batch_norm" and len(concrete) > 5 and str(concrete[5]) == "False":
-        per_element = 4  # eval: the running statistics, so centre, normalise, scale, shift
+        flops = 4.0 * n  # eval: the running statistics, so centre, normalise, scale, shift
     weights = sum(_n(dims[i]) * _bpe(types, i) for i in params if i < len(dims) and dims[i])
     moved = passes * n * _bpe(types, at) + weights
-    return Work(float(per_element * n), float(moved), False, PRECISION_OF_TYPE.get(types[at], ""))
+    return Work(flops, float(moved), False, PRECISION_OF_TYPE.get(types[at], ""))
+
+
+def _channels(name: str, dims: list, concrete: list) -> int:
+    """Layer norm's normalised elements (its weight's, else `normalized_shape` as recorded) and
+    batch norm's channels; 0 for the RMS norms (no per-channel term)."""
+    if name == "aten::native_batch_norm":
+        return int(dims[0][1]) if len(dims[0]) > 1 else 1
+    if name != "aten::native_layer_norm":
+        return 0
+    if len(dims) > 2 and dims[2]:
+        return _n(dims[2])
+    if len(concrete) > 1 and str(concrete[1]).startswith("["):
+        return math.prod(_ints(concrete[1]))
+    return int(dims[0][-1]) if dims[0] else 1  # unrecorded: the usual normalized_shape
 
 
 _MODELS = {

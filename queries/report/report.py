@@ -11,6 +11,7 @@ story from the collective arrivals, not the path.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,7 @@ from tracegraph.ingest.edgesets.native.frame import FrameSource
 from tracegraph.ingest.edgesets.native.options import NativeOptions
 from tracegraph.ingest.edgesets.native.rank_build import RankBuild, build_rank
 from tracegraph.ingest.edgesets.native.segments import heaviest_on, step_segments
-from tracegraph.ingest.edgesets.native.sources import rank_sources
+from tracegraph.ingest.edgesets.native.sources import file_events, rank_sources
 from tracegraph.ingest.edgesets.native.window import Window
 from tracegraph.ingest.edgesets.records import RunSource, pid_ranks, rank_hosts, run_source
 from tracegraph.ingest.errors import TracegraphError
@@ -36,6 +37,7 @@ from . import collectives
 from .allocations import factory_calls
 from .allocator import stored_events
 from .contract import report_json
+from .counters import counter_rows, has_counters
 from .dtypes import dtype_casts
 from .findings import Finding
 from .gpu_specs import SPECS, spec_for
@@ -104,7 +106,7 @@ class Report:
         raise AttributeError(name)
 
     def to_json(self) -> dict[str, Any]:
-        """The report's JSON (its contract is in the README)."""
+        """The report's JSON (its contract is in docs/report.md)."""
         return report_json(self)
 
     def findings_table(self) -> pa.Table:
@@ -175,6 +177,7 @@ def build_report(
         [] if not hta_compatible and wanted == sorted(source.files) and not summarised else None
     )
     loaded = [r for r in wanted if r not in summarised]
+    reread: dict[int, pa.Table] = {}  # ranks' events re-read for their counters (a file once)
     for frame_source in archived_rank_sources(db, store, source, loaded):
         if builds is not None:
             builds.append(build_rank(frame_source, NativeOptions(), Window(), all_steps=True))
@@ -189,6 +192,8 @@ def build_report(
         facts = rank_facts(frame_source, windows.get(rank, []), step, top, inputs)
         for name, more in facts.rows.items():
             rows[name] += more
+        if has_counters(frame_source.rows):  # CUPTI's range profiler: its counters are args
+            rows["counters"] += _counter_rows(db, store, source, rank, reread)
         found += facts.findings
     if summarised:
         kept = run_archive(db, store, source.run_idx)
@@ -327,6 +332,24 @@ def _the_step(
     raise ReportError(
         f"{db}: run '{run}' rank {rank} has no ProfilerStep#{step} (its steps: {have})"
     )
+
+
+def _counter_rows(
+    db: Path, store: GraphStore, source: RunSource, rank: int, reread: dict[int, pa.Table]
+) -> list[dict[str, Any]]:
+    """The rank's `counters` rows, its trace re-read (the archive's rows keep no args; a merged
+    file read once for all its ranks, kept in `reread`); none, with a warning, where the trace
+    cannot be read again: the rest of the report does not need it."""
+    if rank not in reread:
+        files = source.files
+        pids = pid_ranks(store, source.run_idx) if len(set(files.values())) < len(files) else {}
+        kept = run_archive(db, store, source.run_idx)
+        try:
+            reread.update(file_events(kept, files, source.counts, pids, rank))
+        except TracegraphError as exc:
+            warnings.warn(f"rank {rank}'s CUPTI counters left out: {exc}", stacklevel=2)
+            return []
+    return counter_rows(rank, reread.pop(rank))
 
 
 def archived_rank_sources(

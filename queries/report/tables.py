@@ -7,6 +7,7 @@ import pyarrow as pa
 from .allocator import SCHEMA as ALLOCATOR_SCHEMA
 from .annotations import SCHEMA as ANNOTATIONS_SCHEMA
 from .collectives import SCHEMAS as COLLECTIVE_SCHEMAS
+from .counters import SCHEMA as COUNTERS_SCHEMA
 from .kernel_sequences import SCHEMA as SEQUENCES_SCHEMA
 from .launchers import CATEGORY_SCHEMA, SHAPE_SCHEMA
 from .memory import SCHEMA as MEMORY_SCHEMA
@@ -58,6 +59,7 @@ TABLES = {
     "op_perf": OP_PERF_SCHEMA,
     "module_tree": MODULES_SCHEMA,
     "kernel_sequences": SEQUENCES_SCHEMA,
+    "counters": COUNTERS_SCHEMA,
     **COLLECTIVE_SCHEMAS,
     "unmatched": UNMATCHED_SCHEMA,
 }  # fmt: skip

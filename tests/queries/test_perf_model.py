@@ -71,7 +71,12 @@ def test_attention() -> None:
     grads = [[b, nq, h, d]] * 5
     back = op_work("aten::_flash_attention_backward", grads, [BF16] * 5,
                    ["", "", "", "", "", "", "", "", "559", "559", "0.", "True"])  # fmt: skip
-    assert back is not None and back.flops == 2.5 * w.flops
+    assert back is not None and back.flops == 2.5 * w.flops  # d_qk = d_v: 10 d against 4 d
+    # DeepSeek's MLA heads: d_qk 192, d_v 128; 2 (3 x 192 + 2 x 128) per score, as TraceLens
+    mla = op_work("aten::_flash_attention_backward", [[1, 64, 8, 128], [1, 64, 8, 192],
+                  [1, 64, 8, 192], [1, 64, 8, 128], [1, 64, 8, 128]], [BF16] * 5,
+                  ["", "", "", "", "", "", "", "", "64", "64", "0.", "False"])  # fmt: skip
+    assert mla is not None and mla.flops == 1 * 8 * 64 * 64 * 2 * (3 * 192 + 2 * 128)
     # BHND, efficient, no mask
     w3 = op_work("aten::_scaled_dot_product_efficient_attention", [[2, 8, 128, 64]] * 3 + [[]],
                  [BF16] * 3 + [""], ["", "", "", "", "True", "0.", "False"])  # fmt: skip
@@ -117,7 +122,7 @@ def test_reductions_softmax_and_norms() -> None:
     n, rows = 16 * 559 * 1024, 16 * 559
     w = op_work("aten::mean", [shape, [], [], []], [F32, "ScalarList", "Scalar", ""],
                 ["", "[-1]", "True", ""])  # fmt: skip
-    assert w is not None and (w.flops, w.bytes, w.matrix) == (n + rows, (n + rows) * 4, False)
+    assert w is not None and (w.flops, w.bytes, w.matrix) == (n, (n + rows) * 4, False)
     # the MI300 ResNet's loss: sum over dim 0 of 10 x 1000 bf16
     w = op_work("aten::sum", [[10, 1000], [], [], []], [BF16, "ScalarList", "Scalar", ""],
                 ["", "[0]", "True", ""])  # fmt: skip
@@ -127,6 +132,9 @@ def test_reductions_softmax_and_norms() -> None:
     # sum(self, *, dtype): the recorded dtype (6) is no dim: every element into one
     w = op_work("aten::sum", [[8, 1024], []], [BF16, "Scalar"], ["", "6"])
     assert w is not None and (w.flops, w.bytes) == (8192, (8192 + 1) * 2)
+    # "" may be dim=None or a trace that records no int lists (the MTIA trace's): no model
+    assert op_work("aten::sum", [[8, 1024], [], [], []], [BF16, "", "Scalar", ""],
+                   ["", "", "False", ""]) is None  # fmt: skip
     # the dim overload without Concrete Inputs: which dims is not known, so no model
     assert op_work("aten::sum", [[8, 1024], [], [], []], [BF16, "ScalarList", "Scalar", ""],
                    []) is None  # fmt: skip
@@ -136,15 +144,22 @@ def test_reductions_softmax_and_norms() -> None:
     x, c = [10, 512, 7, 7], [512]
     w = op_work("aten::native_batch_norm", [x, c, c, c, c, [], [], []], [BF16] * 5 + [""] * 3,
                 ["", "", "", "", "", "True", "0.1", "1e-05"])  # fmt: skip
-    assert w is not None and (w.flops, w.bytes) == (7 * 250_880, 2 * 250_880 * 2 + 4 * 512 * 2)
+    # TraceLens's count: 5 per element and 6 per channel
+    assert w is not None and (w.flops, w.bytes) == (5 * 250_880 + 6 * 512,
+                                                    2 * 250_880 * 2 + 4 * 512 * 2)  # fmt: skip
     in_eval = ["", "", "", "", "", "False", "0.1", "1e-05"]
     evaluating = op_work(
         "aten::native_batch_norm", [x, c, c, c, c, [], [], []], [BF16] * 5 + [""] * 3, in_eval
     )
     assert evaluating is not None and evaluating.flops == 4 * 250_880
+    # without affine weights and normalized_shape unrecorded: the last dim
+    bare = op_work("aten::native_layer_norm", [[8, 128, 768], [], [], [], []],
+                   [BF16, "", "", "", "Scalar"], ["", "", "", "", "1e-05"])  # fmt: skip
+    assert bare is not None and bare.flops == 5 * 786_432 + 6 * 768
     w = op_work("aten::native_layer_norm", [[8, 128, 768], [], [768], [768], []],
                 [BF16, "ScalarList", BF16, BF16, "Scalar"], [])  # fmt: skip
-    assert w is not None and (w.flops, w.bytes) == (7 * 786_432, 2 * 786_432 * 2 + 2 * 768 * 2)
+    assert w is not None and (w.flops, w.bytes) == (5 * 786_432 + 6 * 768,
+                                                    2 * 786_432 * 2 + 2 * 768 * 2)  # fmt: skip
     # the B200 GPT-OSS run's vLLM norms: 888 tokens x 2880, bf16
     t = [888, 2880]
     n = 888 * 2880

@@ -1,20 +1,24 @@
 """Each rank's frame source for the native builder: from the run's archive (written at ingest),
 else, for a run ingested before archives existed, from the cache or its re-read file.
 
-A rank file is re-read with `parse_file` as at ingest (a merged file once for all its ranks, with
-the ingest's pid → rank map if its pids name no rank); a rank whose event count differs from the
-database's fails the build (the file changed since the ingest).
+A rank file is re-read with `parse_file` as at ingest (`reread_ranks`: a merged file once for all
+its ranks, with the ingest's pid → rank map if its pids name no rank); a rank whose event count
+differs from the database's fails the build (the file changed since the ingest). `file_events`
+re-reads a rank from the archived copy of its file, for what the archive's rows leave out (args).
 """
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 
-from ...archive import RunArchive, read_rank
-from ...parse import ParseOptions, RankTrace, parse_file
+from ...archive import RunArchive, read_rank, source_copy
+from ...parse import RankTrace, parse_file
+from ...parse_options import ParseOptions
 from ..errors import EdgeSetError
 from .cache import load_sources, store_sources
 from .frame import FrameSource, frame_source
@@ -50,7 +54,7 @@ def rank_sources(
             raise EdgeSetError(f"{file}: source trace of rank(s) {ranks} is gone")
         sources = load_sources(db, path)
         if sources is None:
-            sources = [frame_source(t) for t in _reread(path, ranks, counts, pid_ranks)]
+            sources = [frame_source(t) for t in reread_ranks(path, ranks, counts, pid_ranks)]
             store_sources(db, path, sources)
         found = {s.rank: s for s in sources}
         if len(ranks) == 1 and len(sources) == 1:
@@ -62,7 +66,7 @@ def rank_sources(
     return out
 
 
-def _reread(
+def reread_ranks(
     path: Path, ranks: list[int], counts: dict[int, int], pid_ranks: dict[int, int]
 ) -> list[RankTrace]:
     """The file's ranks as at ingest; a rank whose event count changed fails the build.
@@ -103,3 +107,28 @@ def _as_rank(trace: RankTrace, rank: int) -> RankTrace:
         trace.device,
         trace.distributed_info,
     )
+
+
+def file_events(
+    archive: RunArchive | None,
+    files: dict[int, str],
+    counts: dict[int, int],
+    pid_ranks: dict[int, int],
+    rank: int,
+) -> dict[int, pa.Table]:
+    """The parsed events (`parse_file`'s columns, args included) of `rank` and of every rank
+    sharing its file, by rank, re-read as at ingest from the run's archived copy of the file
+    (else from the file itself); `files` and `counts` are every rank's."""
+    file = files[rank]
+    sharing = sorted(r for r, f in files.items() if f == file)
+    with tempfile.TemporaryDirectory() as tmp:
+        copy = None if archive is None else source_copy(archive, file, Path(tmp))
+        path = copy if copy is not None else Path(file)
+        if not path.is_file():
+            raise EdgeSetError(f"{file}: source trace of rank {rank} is gone")
+        pids = pid_ranks if len(sharing) > 1 else {}
+        traces = reread_ranks(path, sharing, {r: counts[r] for r in sharing}, pids)
+    found = {t.rank: t.events for t in traces if t.rank in sharing}
+    if rank not in found:
+        raise EdgeSetError(f"{file}: re-reading it found no events of rank {rank}")
+    return found
