@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 import io
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,7 @@ tr:nth-child(even) { background: #f4f4f4 }
 .finding { border-left: 4px solid #c0392b; padding: 4px 12px; margin: 10px 0; background: #fdf3f2 }
 .finding code { font-size: 11px; word-break: break-all; color: #555 }
 svg { max-width: 100%; height: auto } .note { color: #555; font-size: 12px }
+.wide { overflow-x: auto } details summary { cursor: pointer; color: #555; font-size: 12px }
 """
 SVG_METADATA = {"Date": None, "Creator": None, "Format": None, "Type": None}  # no clock, no URL
 SLOWEST_COLOUR = "#c0392b"
@@ -51,6 +53,7 @@ SEGMENTS = {  # a temporal bar's parts, in drawing order: label, colour
     "idle_other": ("idle: other", "#d5d8dc"),
     "idle": ("idle", "#d5d8dc"),
 }
+SHOWN_ROWS = 20  # a table's rows in view; the rest under "the other N rows"
 HTA_READS_THE_WHOLE_TRACE = "an --hta-compatible report reads the whole trace, as HTA does"
 CRITICAL_PATH_HINT = "the run has no step with a critical path (no ProfilerStep, or no graph)"
 
@@ -111,12 +114,43 @@ def _heat_section(report: Report) -> list[str]:
     panels = [("GPU compute, % of the step's median", compute, "%"),
               ("lateness at the step's collectives (ms)", late, "ms")]  # fmt: skip
     size = (9.0, min(12.0, 2.5 + 0.012 * len(ranks)))
+    named = heat_ticks(ranks, standing_out(report.tables), size[1])
     return [
         "<h2>Ranks × steps</h2>",
-        _svg(size, lambda ax: _draw_heat(ax, panels, ranks, numbers))
+        _svg(size, lambda ax: _draw_heat(ax, panels, ranks, numbers, named))
         + "<p class='note'>One row per rank, one column per step: a slow GPU is a bright line "
-        "on the left, a late host on the right (a slow GPU arrives late too).</p>",
+        "on the left, a late host on the right (a slow GPU arrives late too). The ranks that "
+        "stand out are named on the axis.</p>",
     ]
+
+
+def heat_ticks(
+    ranks: Sequence[int], named: set[int], height_in: float, most: int = 9
+) -> list[tuple[int, str]]:
+    """The rows the maps label, as (row, label): every rank that stands out (a line across the
+    map must say whose it is; neighbours too close to label apart share one label, "2, 5"),
+    then evenly spaced ranks that keep clear of them, on a map `height_in` inches tall."""
+    row_pt = 0.7 * height_in * 72 / len(ranks)  # the axes take ~70% of the figure's height
+    clear = math.ceil(14 / row_pt)  # rows a 10-point label needs to itself
+    groups: list[list[int]] = []
+    for i in (i for i, r in enumerate(ranks) if r in named):
+        if groups and i - groups[-1][0] < clear:
+            groups[-1].append(i)
+        else:
+            groups.append([i])
+    ticks = [(g[0], _ranks_label([ranks[i] for i in g])) for g in groups]
+    for i in np.linspace(0, len(ranks) - 1, min(len(ranks), most)).round().astype(int):
+        if all(abs(int(i) - row) >= clear for row, _ in ticks):
+            ticks.append((int(i), str(ranks[i])))
+    return sorted(ticks)
+
+
+def _ranks_label(named: list[int], most: int = 3) -> str:
+    """A few ranks as one short label: "2, 5", "100–115" (a run), "3, 7, 9 +4"."""
+    if len(named) > 2 and named == list(range(named[0], named[-1] + 1)):
+        return f"{named[0]}–{named[-1]}"
+    shown = ", ".join(str(r) for r in named[:most])
+    return shown if len(named) <= most else f"{shown} +{len(named) - most}"
 
 
 def heat_values(
@@ -148,6 +182,7 @@ def _draw_heat(
     panels: list[tuple[str, np.ndarray, str]],
     ranks: list[int],
     numbers: list[int],
+    ticks: list[tuple[int, str]],
 ) -> dict[str, str]:
     figure = ax.figure
     ax.remove()
@@ -158,8 +193,7 @@ def _draw_heat(
         axis.set_title(title)
         axis.set_xticks(range(len(numbers)), [str(n) for n in numbers])
         axis.set_xlabel("step")
-        ticks = np.linspace(0, len(ranks) - 1, min(len(ranks), 9)).round().astype(int)
-        axis.set_yticks(ticks, [str(ranks[t]) for t in ticks])
+        axis.set_yticks([row for row, _ in ticks], [label for _, label in ticks])
         axis.set_ylabel("rank")
         figure.colorbar(image, ax=axis, label=unit)
     return {}
@@ -331,7 +365,9 @@ def _draw_arrivals(
         line.set_gid(gid)
         worst = max((v for v in values if v is not None), default=0.0)
         titles[gid] = f"rank {rank}: up to {worst:,.2f} ms after the first arrival"
-    ax.set_xticks(xs, labels, rotation=90 if len(labels) > 6 else 0, fontsize=7)
+    # side by side while they fit (~60 characters of 7-point text under the axes), else upright
+    upright = len(labels) * max(map(len, labels), default=0) > 60
+    ax.set_xticks(xs, labels, rotation=90 if upright else 0, fontsize=7)
     ax.set_ylabel("ms after the first arrival")
     ax.figure.legend(loc="outside right upper", frameon=False, fontsize=7)
     return titles
@@ -546,9 +582,8 @@ def _step_segments(step: int, bound: Mapping[str, Any]) -> str:
         return ""
     return (
         f"<h3>Step {step}: the path, {total / 1e3:,.0f} µs, in segments</h3>"
-        "<table><tr><th>µs</th><th>share</th><th>saves µs</th><th>rank</th><th>segment</th></tr>"
-        + "".join(rows)
-        + "</table>"
+        "<div class='wide'><table><tr><th>µs</th><th>share</th><th>saves µs</th><th>rank</th>"
+        "<th>segment</th></tr>" + "".join(rows) + "</table></div>"
     )
 
 
@@ -606,18 +641,31 @@ def _inline(svg: str, titles: Mapping[str, str]) -> str:
 
 
 def _table(table: pa.Table) -> str:
+    """A report table, every row: the first SHOWN_ROWS in view, the rest one click away (a
+    `<details>` holding the same columns), each part scrolling sideways on its own so a long
+    kernel name never widens the page."""
     shown = in_us(table.drop_columns([c for c in table.column_names if c in ("waits_ns",)]))
     numeric = [pa.types.is_integer(t) or pa.types.is_floating(t) for t in shown.schema.types]
     columns = [_cells(shown.column(i).to_pylist()) for i in range(shown.num_columns)]
-    head = "".join(f"<th>{html.escape(n)}</th>" for n in shown.column_names)
-    body = "".join(
+    head = "<tr>" + "".join(f"<th>{html.escape(n)}</th>" for n in shown.column_names) + "</tr>"
+    rows = [
         "<tr>" + "".join(
             f"<td class='n'>{c}</td>" if num else f"<td>{c}</td>"
             for c, num in zip(row, numeric, strict=True)
         ) + "</tr>"
         for row in zip(*columns, strict=True)
-    )  # fmt: skip
-    return f"<table><tr>{head}</tr>{body}</table>"
+    ]  # fmt: skip
+    first = f"<div class='wide'><table>{head}{''.join(rows[:SHOWN_ROWS])}</table></div>"
+    if len(rows) <= SHOWN_ROWS:
+        return first
+    return (
+        f"{first}<details><summary>{_the_other(len(rows) - SHOWN_ROWS)}</summary>"
+        f"<div class='wide'><table>{head}{''.join(rows[SHOWN_ROWS:])}</table></div></details>"
+    )
+
+
+def _the_other(n: int) -> str:
+    return "the other row" if n == 1 else f"the other {n:,} rows"
 
 
 def _cells(values: Sequence[object]) -> list[str]:

@@ -128,9 +128,10 @@ def _hide_clock(text: str) -> str:
     return "\n".join(lines)
 
 
-INTRO = """# The explorer (`tracegraph explore DB`)
+INTRO = """# The explorer's screens and keys (`tracegraph explore DB`)
 
-A keyboard-first terminal app over one database, opened read-only. Six screens (modes), each a
+A keyboard-first terminal app over one database, opened read-only ([explorer.md](explorer.md):
+how to run it, in a terminal or a browser). Six screens (modes), each a
 module under `explorer/screens/`; every database call runs in a worker thread, so the app stays
 responsive while Kuzu works, and a failing query opens an error dialog instead of ending the app.
 Keys are listed in the footer of every screen and by `?`; `Ctrl+P` opens the command palette,
@@ -212,58 +213,15 @@ roofline and the nn.Module tree (as an outline, each module under its parent), t
 collective and straggler tables, and the allocator's per step (Memory).""",
 }
 
-PERFORMANCE = """## Responsiveness on 5 M events
+PERFORMANCE = """## Responsiveness
 
-`python benchmarks/tui_responsiveness.py` builds a 64-rank synthetic run (64 ranks x 4 steps x
-600 layers: 5.08 M events; two fake edge sets of 1.15 M edges each in a copy) and times every
-screen headless with Pilot: from the key press until the screen's first rows are in its widgets,
-on a first visit and after the app's warm-up built the screens, plus one interaction on a loaded
-screen. Queries run in workers, so the app keeps handling keys meanwhile. Medians of 3, as the
-range over three runs on a shared 2-core machine (load average 2.4, 3.1 and 0.8 from other work
-on it, which inflates times):
-
-| screen (ms) | first rows, first visit | warmed | next interaction | what it waits for |
-|---|---|---|---|---|
-| overview | 45–92 (steps 80–193) | 40–45 (steps 72–108) | reload: 43–78 | step scan, GPU busy |
-| step, no edges | 65–123 (timeline 236–266) | 36–58 (timeline 157–224) | next: 81–197 | timeline |
-| step with path | 260–293 (timeline 301–410) | 172–226 (timeline 230–347) | next: 260–395 | path |
-| inspector | 75–199 | 80–107 | follow an edge: 28–59 | event and neighbours |
-| diff (edge sets listed) | 138–166 | 43–53 | | |
-| console (a query) | 34–52 | 40–49 | run again: 44–51 | the query |
-
-(Re-measured on 2026-12-02. The measurement before the changes below read
-overview 204 ms (steps 473 / 314 warmed), step 151 ms (timeline 468, and 449 ms warmed),
-step with a critical path 646 / 266 ms (timeline 352 warmed), inspector 377 / 353 ms, diff
-491 / 139 ms and console 27 ms.) What those times were, and what changed:
-
-- the footer was rebuilt two to four times per screen shown (a widget per key, each styled three
-  times: 20–70 ms a time); it is now rebuilt only when the keys it shows change;
-- a screen's first showing restyled all of it twice more (its size classes arrived with the first
-  resize; its CSS was marked stale, so Textual reparsed the whole stylesheet and restyled the
-  app: 0.2–0.4 s), and every showing restyled it once (20–60 ms); screens now start with their
-  size classes and current CSS, and are restyled on showing only when the app's classes or theme
-  changed meanwhile;
-- full garbage collections walked every object of the app at random moments (130–270 ms); what
-  exists once the app has started (and again once the warm-up built the screens) is left out of
-  them (`gc.freeze`);
-- the step-time chart and the timeline were drawn with a style span per cell (5,900 spans for 64
-  ranks: 110–245 ms per drawing), now one per run of equal style;
-- the step screen formatted its critical path (4,355 edges) and prepared the timeline's lanes on
-  the UI thread (40–80 ms), now in its worker, which also lists the steps and loads the chosen
-  one in one go (no round trip through the UI between two workers); the tables no longer measure
-  every cell of a new page for widths that are set anyway;
-- the benchmark now waits until the warm-up has built every screen (it pressed keys while the
-  last ones were still being built).
-
-The read-side functions behind the screens take 2–121 ms here (the benchmark prints them:
-critical path 95–121 ms, timeline 58–84 ms, event and neighbours 45–49 ms). The
-goal of 300 ms for every screen's first rows is met except for the step screen with a critical
-path on a loaded machine: its timeline follows the critical-path query (70–120 ms), the timeline
-query (40–85 ms) and drawing the first 200-row page of the path (about 50 ms of Textual's table
-rendering): 0.3–0.4 s under load, 0.23–0.33 s in single runs at load 0.7. Comparing two edge
-sets reads their Parquet copies in the run archive where they have them (seconds for 1 M edges,
-see the README's "Diff at scale"); the benchmark's fake sets are written straight into the
-database, without copies, so its compare reads Kuzu.
+Every database call runs in a worker thread, so the app keeps handling keys while Kuzu works.
+`python benchmarks/tui_responsiveness.py` times every screen headless with Pilot on a 64-rank run
+of 5 M events, from the key press until the screen's first rows are in its widgets; the goal is
+300 ms for every screen, and the measured figures are in
+[benchmarks/README.md](../benchmarks/README.md#explorer). Comparing two edge sets reads their
+Parquet copies in the run archive where they have them
+([scale.md](scale.md#diffs-of-millions-of-edges)).
 """
 
 OUTRO = """## Keymap

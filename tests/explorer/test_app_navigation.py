@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pyarrow.compute as pc
 from textual.widgets import DataTable, Footer, Input, Static
+from textual.widgets._footer import FooterKey
 
 from tracegraph.explorer import keymap
 from tracegraph.explorer.app import TraceExplorer
@@ -97,6 +98,11 @@ async def test_screens_at_80x24_help_palette_and_user_keys(synthetic_db: Path) -
             assert app.current_mode == mode
             footer = app.screen.query_one(Footer)
             assert footer.region.bottom == 24 and footer.region.height == 1
+            _screens_and_help_in_view(footer)
+            if mode == "step":  # the timeline's eight keys fill the line: still in view
+                app.screen.query_one(TimelineStrip).focus()
+                await settle(pilot)
+                _screens_and_help_in_view(app.screen.query_one(Footer))
         titles = [c.title for c in app.get_system_commands(app.screen)]
         assert "query: run" in titles and "overview: open step" not in titles
         await pilot.press("f1")
@@ -112,6 +118,35 @@ async def test_screens_at_80x24_help_palette_and_user_keys(synthetic_db: Path) -
         await pilot.press("escape")
         await pilot.pause()
         assert isinstance(app.screen, OverviewScreen)
+
+
+def _screens_and_help_in_view(footer: Footer, width: int = 80) -> None:
+    """The footer's screen keys and Help lie inside the terminal's width, whatever else the
+    screen binds."""
+    keys = {key.description: key.region for key in footer.query(FooterKey)}
+    screens = "Screens" if "Screens" in keys else "Overview"  # the six as one, or each
+    for description in (screens, "Help"):
+        assert description in keys and 0 < keys[description].right <= width, sorted(keys)
+
+
+@pilot_test
+async def test_the_step_timelines_keys_leave_the_screen_keys_and_help_in_view(
+    synthetic_db: Path,
+) -> None:
+    """Focused, the step timeline adds eight keys of its own: at 200 columns too many to show
+    with the six screen keys and Help, which then come first, as at 80."""
+    app = make_app(synthetic_db)
+    async with app.run_test(size=(200, 50)) as pilot:
+        await settle(pilot)
+        await pilot.press("2")
+        await settle(pilot)
+        _screens_and_help_in_view(app.screen.query_one(Footer), 200)
+        app.screen.query_one(TimelineStrip).focus()
+        await settle(pilot)
+        footer = app.screen.query_one(Footer)
+        keys = {key.description: key.region for key in footer.query(FooterKey)}
+        assert "Screens" in keys and "Zoom in" in keys  # the screen keys as one
+        assert 0 < keys["Help"].right <= 200 and 0 < keys["Screens"].right <= 200
 
 
 def test_keymap_ids_are_unique_and_documented(tmp_path: Path) -> None:

@@ -27,14 +27,23 @@ class Page(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.tags: list[tuple[str, dict[str, str | None]]] = []
-        self.tables: list[int] = []  # data rows per table
+        self.tables: list[int] = []  # data rows per table (its rows under "the other N rows"
+        self.folded = False  # included: a table in a <details> continues the one before it)
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         self.tags.append((tag, dict(attrs)))
-        if tag == "table":
+        if tag == "details":
+            self.folded = True
+        elif tag == "table" and self.folded:
+            self.tables[-1] -= 1  # its header row repeats the table's
+        elif tag == "table":
             self.tables.append(-1)  # the header row is not data
         elif tag == "tr":
             self.tables[-1] += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "details":
+            self.folded = False
 
 
 class Chart:

@@ -25,20 +25,8 @@ from tracegraph.explorer.serve import EXTRA_HINT, explore_command
 from tracegraph.ingest.store import GraphStore
 
 from . import dbs
+from .chromium import CHROMIUM, CHROMIUM_ARGS
 
-CHROMIUM = Path("/usr/bin/chromium")
-# without the background-networking flags, Chromium's own connections on a closed network get
-# the page's refused along with them; Playwright gives each launch a fresh --user-data-dir
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 # textual.js keeps its xterm.js Terminal in `this.terminal` of an object it never exposes: catch
 # the assignment, then read the terminal's buffer (it draws on a canvas, so the DOM holds no text)
 CATCH_TERMINAL = """
