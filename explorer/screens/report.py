@@ -125,7 +125,7 @@ class ReportScreen(ExplorerScreen):
     def _show_detail(self, row: int) -> None:
         detail = self.query_one("#finding-detail", Static)
         if self.report is None or not self.report.findings:
-            detail.update("No findings: every rule is below its threshold (README: Report).")
+            detail.update("No findings: every rule is below its threshold (docs/report.md).")
             return
         f = self.report.findings[min(row, len(self.report.findings) - 1)]
         detail.update(

@@ -68,7 +68,7 @@ class Finding:
         return self.ranks or (self.rank,)
 
     def to_json(self) -> dict[str, Any]:
-        """The report JSON's finding (README: the report's JSON)."""
+        """The report JSON's finding (docs/report.md: the JSON contract)."""
         saving = self.saving_ns_per_step
         return {
             "kind": self.kind,
