@@ -1,4 +1,5 @@
-"""The import rules of STYLE.md: explorer → queries → ingest; only the explorer loads textual."""
+"""The import rules of STYLE.md: explorer → queries → ingest; only the explorer loads textual;
+no module imports one that imports it back as it loads; every package is installed."""
 
 from __future__ import annotations
 
@@ -127,3 +128,82 @@ def test_no_private_name_crosses_a_module() -> None:
         for use in _private_uses(path)
     ]
     assert crossing == []
+
+
+# folder → the package it is (pyproject's package-dir)
+PACKAGE_OF_FOLDER = {
+    "api": "tracegraph", "ingest": "tracegraph.ingest", "queries": "tracegraph.queries",
+    "explorer": "tracegraph.explorer", "examples": "tracegraph.examples",
+}  # fmt: skip
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    names = [PACKAGE_OF_FOLDER[parts[0]], *parts[1:]]
+    return ".".join(names[:-1] if names[-1] == "__init__" else names)
+
+
+def _load_time_imports(path: Path, modules: set[str]) -> set[str]:
+    """The project's modules `path` imports as it loads: the statements of its body (inside
+    `try`/`if` too), not those under `if TYPE_CHECKING:` or inside functions."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.If):
+                if "TYPE_CHECKING" not in ast.unparse(node.test):
+                    visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                for block in (node.body, node.orelse, node.finalbody):
+                    visit(block)
+            elif isinstance(node, ast.Import):
+                found.update(a.name for a in node.names if a.name in modules)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                submodules = {f"{base}.{a.name}" for a in node.names} & modules
+                found.update(submodules)
+                if base in modules and len(submodules) < len(node.names):
+                    found.add(base)  # names the module (or package) itself defines
+
+    visit(ast.parse(path.read_text()).body)
+    found.discard(name)
+    return found
+
+
+def test_no_runtime_import_cycle() -> None:
+    """No module imports, as it loads, a module that imports it back (directly or through
+    others): which of the two runs first would decide what the other sees half made. Imports
+    for type hints (`if TYPE_CHECKING:`) and inside functions are not load-time ones."""
+    import networkx as nx
+
+    paths = [p for folder in PACKAGE_OF_FOLDER for p in (ROOT / folder).rglob("*.py")]
+    modules = {_module_name(p) for p in paths}
+    graph = nx.DiGraph()
+    for path in paths:
+        graph.add_edges_from((_module_name(path), m) for m in _load_time_imports(path, modules))
+    # a package's __init__ importing its own modules is how packages export: not a cycle of
+    # its modules (they import the package's modules by name, not the package)
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert cycles == [], cycles
+
+
+def test_every_package_is_installed() -> None:
+    """pyproject's `packages` lists every folder that is a package, so that a non-editable
+    install (`pip install .`) has all of them."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        _module_name(p)
+        for folder in PACKAGE_OF_FOLDER
+        for p in (ROOT / folder).rglob("__init__.py")
+    }
+    assert found == listed, (found - listed, listed - found)
