@@ -177,7 +177,8 @@ class Graph:
 
         `producer` is "native" (tracegraph's own graph, or with `emulate_version` HTA's rules of
         that version, e.g. "traceinsight-0.6.1", or any `native_options`) or an HTA release
-        ("hta-0.5.0", "traceinsight-0.6.1"), run in its own cached environment. The window is
+        spec ("HolisticTraceAnalysis==0.5.0", "traceinsight==0.6.1": edge sets "hta-0.5.0",
+        "traceinsight-0.6.1"), run in its own cached environment. The window is
         the whole trace, an `annotation` (its `instance`, default the first) or, native only,
         `all_steps`."""
         from .ingest.edgesets.hta.edge_set import build_hta_edge_set

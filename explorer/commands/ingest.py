@@ -56,8 +56,9 @@ def add_parser(sub: options.Subcommands) -> None:
         "--jobs",
         type=int,
         metavar="N",
-        help="worker processes that parse files in parallel (default: the cores, where there "
-        "are several files and over 64 MiB of them; 1: none); with --ray, files in flight",
+        help="worker processes that parse files in parallel (default: the cores, at most 8, "
+        "where there are several files and over 64 MiB of them; 1: none); with --ray, files in "
+        "flight",
     )
     p.add_argument(
         "--ray",

@@ -228,7 +228,7 @@ OUTRO = """## Keymap
 
 Every binding is data in `explorer/keymap.py` (scope → action → key → description); the
 footer, this table, the help screen and the command palette are built from it. A JSON file of
-`{"binding id": "keys"}` rebinds keys, e.g. `{"app.console": "f6", "console.run_query": "ctrl+j"}`
+`{"binding id": "keys"}` rebinds keys, e.g. `{"app.console": "f7", "console.run_query": "ctrl+j"}`
 (`run_app(db, keymap_file=...)`); binding ids are `<scope>.<action>`.
 
 {table}
