@@ -88,9 +88,7 @@ class StableFooter(Footer):
         # so that what is cut off is what Help lists
         if len(screens) > 1:
             screens = [self._key(screens[0].key, "1-6", "Screens", screens[0].action)]
-        shown = screens + helps + rest + palette
-        self.styles.grid_size_columns = len(shown)
-        yield from shown
+        yield from screens + helps + rest + palette
 
     def _function_keys(self) -> tuple[list[Widget], list[Widget]]:
         """The keys "F1-6 Screens" and "F9 Help", where the screen binds those F-keys."""

@@ -20,8 +20,7 @@ hold such ranges is re-read from its trace (the run's archived copy), once per r
 
 from __future__ import annotations
 
-import json
-
+import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -63,6 +62,7 @@ def counter_rows(rank: int, events: pa.Table) -> list[Row]:
     paired = launches.num_rows == ranges.num_rows
     stacks = _op_stacks(events.filter(pc.and_(complete, pc.equal(cats, OP_CATEGORY))), launches)
     names = pc.fill_null(ranges["name"], "").to_pylist()
+    launched = launches["ev_idx"].to_pylist() if paired else [None] * ranges.num_rows
     out: list[Row] = []
     for i, (ev_idx, text) in enumerate(
         zip(*(ranges[c].to_pylist() for c in ("ev_idx", "args")), strict=True)
@@ -72,7 +72,7 @@ def counter_rows(rank: int, events: pa.Table) -> list[Row]:
             "rank": rank,
             "ev_idx": ev_idx,
             "kernel": names[i],
-            "launch_ev_idx": launches["ev_idx"][i].as_py() if paired else None,
+            "launch_ev_idx": launched[i],
             "top_level_op": stack[0] if stack else None,
             "bottom_level_op": stack[-1] if stack else None,
             "op_stack": STACK_SEPARATOR.join(stack) if paired else None,
@@ -107,8 +107,8 @@ def _counters(text: str | None) -> list[tuple[str, float]]:
     if not text:
         return []
     try:
-        args = json.loads(text)
-    except ValueError:
+        args = msgspec.json.decode(text)
+    except msgspec.DecodeError:
         return []
     if not isinstance(args, dict):
         return []

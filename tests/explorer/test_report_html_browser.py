@@ -72,6 +72,12 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return made
 
 
+@pytest.fixture(scope="module")
+def looked(pages: dict[str, Path]) -> dict[str, tuple[dict[str, Any], list[str]]]:
+    """Each page as Chromium lays it out (one browser per page, for every test of it)."""
+    return {name: look(page) for name, page in pages.items()}
+
+
 def look(page_file: Path) -> tuple[dict[str, Any], list[str]]:
     """The page's layout in Chromium at WINDOW, the requests it tried to make beyond its own
     file, and its screenshots beside it."""
@@ -128,10 +134,10 @@ def overlapping(labels: list[list[Any]]) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("name", [*JOBS, "trace_filter"])
-def test_the_page_reads_in_a_browser(name: str, pages: dict[str, Path]) -> None:
-    if name not in pages:
+def test_the_page_reads_in_a_browser(name: str, looked: dict[str, tuple]) -> None:
+    if name not in looked:
         pytest.skip(f"real traces not at {TRACE_FILTER}")
-    layout, fetched = look(pages[name])
+    layout, fetched = looked[name]
     assert not fetched, f"the page asked for {fetched}"
     assert layout["pageWidth"] <= WINDOW["width"], "something widens the page past the window"
     charts = layout["charts"]
@@ -146,13 +152,13 @@ def test_the_page_reads_in_a_browser(name: str, pages: dict[str, Path]) -> None:
 
 @pytest.mark.parametrize("name", list(JOBS))
 def test_the_ranks_made_slow_are_named_on_the_ranks_by_steps_maps(
-    name: str, pages: dict[str, Path]
+    name: str, looked: dict[str, tuple]
 ) -> None:
     """Both maps label the late host's and the slow GPU's rows with their rank, level with the
     row: at 64 ranks the evenly spaced labels alone (0, 8, 16, ...) would not say whose the
     bright line is."""
     ranks, late, slow = JOBS[name]
-    layout, _ = look(pages[name])
+    layout, _ = looked[name]
     maps = layout["charts"][0]
     assert maps["heading"] == "Ranks × steps"
     # each map's rank axis: its labels are right-aligned against the map, from the first rank
