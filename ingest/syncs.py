@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .link import launch_edges, rows_of
+from .row_codes import row_codes
 
 SOURCE = "cuda_sync"
 
@@ -164,8 +165,7 @@ def _group_search(
     if values.size == 0 or query_values.size == 0:
         return out
     n = values.size
-    both = np.concatenate([np.stack(keys, axis=1), np.stack(query_keys, axis=1)])
-    group = np.unique(both, axis=0, return_inverse=True)[1].reshape(-1)
+    group = row_codes(*(np.concatenate([k, q]) for k, q in zip(keys, query_keys, strict=True)))[0]
     row_group, query_group = group[:n], group[n:]
     order = np.lexsort((values, row_group))
     sorted_group, sorted_values = row_group[order], values[order]

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from tracegraph.ingest.edgesets.native.frame import Strings
 from tracegraph.ingest.intervals import Intervals, merged
+from tracegraph.ingest.row_codes import row_codes
 
 # ranges whose names say data loading, as torch and users name them (input_bound's)
 DATA_LOADING = re.compile(r"enumerate\(DataLoader\)|dataloader|data[_ ]?load|_next_data|"
@@ -44,16 +45,14 @@ class CpuEvents:
             return np.array(pc.fill_null(cpu[column], -1).to_numpy(), np.int64)
 
         pid, tid = ints("pid"), ints("tid")
-        thread = (
-            np.unique(np.stack([pid, tid]), axis=1, return_inverse=True)[1] if len(pid) else pid
-        )
+        thread = row_codes(pid, tid)[0]
         ts = ints("ts")
         return CpuEvents(
             ints("ev_idx"),
             np.asarray(pc.equal(cpu["label"], "Runtime").to_numpy(zero_copy_only=False), bool),
             Strings.of(pc.fill_null(cpu["cat"], "")),
             Strings.of(pc.fill_null(cpu["name"], "")),
-            np.asarray(thread, np.int64).ravel(),
+            thread,
             ts,
             ts + np.maximum(ints("dur"), 0),
         )

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.row_codes import row_codes
 from tracegraph.ingest.store import GraphStore
 
 from .analyses import Row
@@ -61,8 +62,8 @@ def rows_of(table: pa.Table) -> list[Row]:
     size = np.zeros(len(dur), np.int64)
     sizes = pc.struct_field(found, [0]).filter(pa.array(sized))
     size[sized] = pc.cast(sizes, pa.int64()).to_numpy()
-    groups, group = np.unique(np.stack([rank, kind], axis=1), axis=0, return_inverse=True)
-    group = group.reshape(-1)
+    group, first = row_codes(rank, kind)
+    groups = np.stack([rank[first], kind[first]], axis=1)
     n = len(groups)
 
     def total(values: np.ndarray) -> list[int]:

@@ -34,6 +34,7 @@ from tracegraph.ingest.link import (
     nesting_depths,
     range_parents,
 )
+from tracegraph.ingest.row_codes import row_codes
 
 from .launchers import LaunchedKernels, launched_kernels
 from .steps import StepWindow
@@ -113,7 +114,7 @@ def call_tree(rows: pa.Table, kernels: LaunchedKernels | None = None) -> CallTre
     dur = pc.fill_null(nodes["dur"], 0).to_numpy().astype(np.int64)
     pid = pc.fill_null(nodes["pid"], -1).to_numpy().astype(np.int64)
     tid = pc.fill_null(nodes["tid"], -1).to_numpy().astype(np.int64)
-    thread = np.unique(np.stack([pid, tid]), axis=1, return_inverse=True)[1].reshape(-1)
+    thread = row_codes(pid, tid)[0]
     kernels = launched_kernels(rows) if kernels is None else kernels
     gpu = np.zeros(n, np.int64)
     count = np.zeros(n, np.int64)
