@@ -23,12 +23,21 @@ def is_collective_kernel(events: pa.Table) -> pa.ChunkedArray:
     return pc.match_substring_regex(events["name"], _KERNEL_PATTERN)
 
 
-def participants(events: pa.Table, launches: pa.Table) -> pa.Table:
+def collective_kernels(events: pa.Table) -> pa.ChunkedArray:
+    """Per event, whether it is a collective's kernel (a Kernel row of an NCCL/RCCL name)."""
+    return pc.and_(pc.equal(events["label"], "Kernel"), is_collective_kernel(events))
+
+
+def participants(
+    events: pa.Table, launches: pa.Table, is_kernel: pa.ChunkedArray | None = None
+) -> pa.Table:
     """One rank's collective participants: id, label, rank, ts, group, op, seq, and what the
     fleet questions read of each (`CollectiveArrival`): dur, args, and anchor (what places it
     in a step: a kernel's launching call's start, from the rank's LAUNCHES edges `launches`,
-    as the GPU runs behind the CPU; a range's own start)."""
-    is_kernel = pc.and_(pc.equal(events["label"], "Kernel"), is_collective_kernel(events))
+    as the GPU runs behind the CPU; a range's own start). `is_kernel`: which events are
+    collective kernels (`collective_kernels`), where the caller has it already."""
+    if is_kernel is None:
+        is_kernel = collective_kernels(events)
     is_gloo = pc.and_(pc.equal(events["label"], "Op"), pc.starts_with(events["name"], _GLOO_PREFIX))
     columns = ["id", "label", "rank", "ts", "dur", "args", "name", "pg_name", "coll_name",
                "coll_seq"]  # fmt: skip

@@ -138,7 +138,9 @@ def summary_rank(trace: RankTrace, run: str, run_idx: int, summarise: Summariser
     facts = summarise(trace.rank, rows, events, steps, run_idx)
     # in the full ingest's order (its events sorted by label, ts, ev_idx): the Collective
     # nodes are numbered in the order their participants come
-    participants = collectives.participants(events, _collective_launches(events)).sort_by(
+    is_kernel = collectives.collective_kernels(events)
+    launches = _collective_launches(events, is_kernel)
+    participants = collectives.participants(events, launches, is_kernel).sort_by(
         [("label", "ascending"), ("ts", "ascending"), ("id", "ascending")]
     )
     rank_row = _rank_row(trace, run, run_idx, events, counts) | {"tier": "summary"}
@@ -158,15 +160,23 @@ def summary_rank(trace: RankTrace, run: str, run_idx: int, summarise: Summariser
     )
 
 
-def _collective_launches(events: pa.Table) -> pa.Table:
-    """The LAUNCHES edges of the rank's collective kernels (all a summary needs of them)."""
-    label = events["label"]
-    keep = pc.or_(
-        pc.is_in(label, pa.array(["Runtime", "flow"])),  # flows: a launch its correlation misses
-        pc.and_(pc.equal(label, "Kernel"), collectives.is_collective_kernel(events)),
-    )
+def _collective_launches(events: pa.Table, is_kernel: pa.ChunkedArray) -> pa.Table:
+    """The LAUNCHES edges of the rank's collective kernels (`is_kernel`: all a summary needs of
+    them): from the calls of their correlations, or where one has no such call, from every
+    call and launch flow."""
     needed = ["id", "label", "cat", "ph", "pid", "tid", "ts", "correlation", "flow_id"]
-    return link.launch_edges(events.select(needed).filter(keep))  # selected first: a filter copies
+    narrow = events.select(needed)  # selected first: a filter copies
+    kernels = narrow.filter(is_kernel)
+    label = narrow["label"]
+    owners = pc.and_(
+        pc.equal(label, "Runtime"),
+        pc.is_in(narrow["correlation"], value_set=kernels["correlation"].drop_null()),
+    )
+    launches = link.launch_edges(pa.concat_tables([narrow.filter(owners), kernels]))
+    if launches.num_rows == kernels.num_rows:  # a launch each: by correlation, as in full
+        return launches
+    keep = pc.or_(pc.is_in(label, pa.array(["Runtime", "flow"])), is_kernel)
+    return link.launch_edges(narrow.filter(keep))
 
 
 def _rank_edges(events: pa.Table) -> dict[str, pa.Table]:

@@ -41,7 +41,10 @@ def summary_tables(
     """A summary worker's tables of one rank (`ingest.prepare.Summariser`)."""
     facts = summarise(rank, rows, events, steps, run_idx, SUMMARY_TOP)
     out = {
-        name: pa.Table.from_pylist(facts.rows[name], schema=TABLES[name]) for name in RANK_TABLES
+        name: pa.Table.from_pylist(rows, schema=TABLES[name])
+        if (rows := facts.rows[name])
+        else TABLES[name].empty_table()
+        for name in RANK_TABLES
     }
     out[FINDINGS] = findings_table(facts.findings)
     out[MEMORY] = pa.Table.from_pylist(memory.event_rows(events), schema=TABLES[MEMORY])

@@ -81,6 +81,13 @@ def test_a_summary_ranks_figures_equal_the_full_reports(name: str, tmp_path: Pat
         assert cost == pytest.approx(by_path[ranks], rel=0.10)
     assert all(f.saving_ns_per_step is None for f in summary.findings)
     assert summary.bound_by == {}
+    # every collective arrival as the full ingest has it (anchors from the launches' calls)
+    arrivals = (
+        "MATCH (a:CollectiveArrival) RETURN a.id, a.rank, a.collective, a.ts, a.dur, a.anchor, "
+        "a.args ORDER BY a.id"
+    )
+    full_arrivals = tracegraph.open(tmp_path / f"{name}-full.kz").query(arrivals).to_pylist()
+    assert tracegraph.open(db).query(arrivals).to_pylist() == full_arrivals
     # nothing of the events is kept: no node, no rank rows, no copy of the traces
     g = tracegraph.open(db)
     counts = g.query("MATCH (n) RETURN label(n) AS label, count(*) AS n").to_pylist()
