@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import pickle
+from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
 import pytest
@@ -77,6 +78,24 @@ def test_top_level_list_parses(tmp_path: Path):
     assert rank.events.select(["label", "tid", "ts", "dur"]).to_pylist() == [
         {"label": "Op", "tid": 42, "ts": 10_000, "dur": 3_000}
     ]
+
+
+@pytest.mark.parametrize("edge", ["4611686018427387.903", "-4611686018427387.904"])  # ±2^62 ns
+@pytest.mark.parametrize("odd", [None, "0.0005", "1e3"])
+def test_timestamps_read_in_one_cast_equal_the_exact_decimal_reading(
+    tmp_path: Path, edge: str, odd: str | None
+):
+    """Up to 3 decimals (trailing zeros beyond them too) and within ±2^62 ns, a column is read
+    as the decimal's unscaled integer; one value of 4 decimals or an exponent sends the whole
+    column the exact way (half to even). Either way: Decimal's ns, the oracle here."""
+    values = [edge, "1712195495519689.047", "0", "-0.001", "12.5", "1.5000", "-12.340", "7"]
+    if odd is not None:
+        values.append(odd)
+    head = '"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 7, "tid": 7, "dur": 1'
+    events = ", ".join(f'{{{head}, "ts": {v}}}' for v in values)
+    (rank,) = parse_file(write_json(tmp_path / "ts.json", f'{{"traceEvents": [{events}]}}'))
+    exact = [int((Decimal(v) * 1000).to_integral_value(ROUND_HALF_EVEN)) for v in values]
+    assert rank.events.sort_by("ev_idx")["ts"].to_pylist() == exact
 
 
 def test_microseconds_with_more_than_six_decimals_round_to_the_nanosecond(tmp_path: Path):
