@@ -19,7 +19,15 @@ from .columns import DROP_REASONS
 from .errors import IngestError, TraceFormatError
 from .full_ranks import FullRanks
 from .memory import returning_memory
-from .parallel import FilePool, FileWork, ProcessFilePool, json_size, prepare_in_parallel
+from .parallel import (
+    FilePool,
+    FileWork,
+    LocalWorkers,
+    ProcessFilePool,
+    json_size,
+    prepare_in_parallel,
+    start_local_workers,
+)
 from .parse import RankTrace
 from .parse_options import ParseOptions
 from .prepare import PreparedRank, RankSummary, Summariser, prepare_rank
@@ -167,7 +175,9 @@ def _ingest(
     traces: Generator[RankTrace, None, None] | None = None
     prepared: Generator[PreparedRank, None, None] | None = None
     batch: LoadBatch | None = None
+    workers: LocalWorkers | None = None  # the pool closes them; a failure, at once
     try:
+        workers = _local_workers(options, found)
         with write_transaction(db) as store:
             # what a killed or failed ingest left (the transaction holds the lock)
             sweep_spills(spill_at)
@@ -188,7 +198,7 @@ def _ingest(
             keep = writer.add_source if options.summarise is None else _not_kept
             seen = FilesSeen(files, skipped, keep)
             pool = _pool(
-                options, found, (writer.partial, writer.token), batch.folder, options.summarise
+                options, workers, (writer.partial, writer.token), batch.folder, options.summarise
             )
             if pool is not None:
                 prepared = prepare_in_parallel(
@@ -210,6 +220,8 @@ def _ingest(
         for stream in (prepared, traces):
             if stream is not None:
                 stream.close()
+        if workers is not None:
+            workers.terminate()
         if writer is not None and not (store is not None and store.swapped):
             writer.abandon(ingested_at)
         raise
@@ -225,24 +237,32 @@ def _not_kept(path: Path) -> None:
     pass
 
 
+def _local_workers(options: IngestOptions, found: list[TraceFile]) -> LocalWorkers | None:
+    """Local worker processes where they pay (None: all in this process, or on Ray), started
+    before the database is opened."""
+    if options.ray is not None:
+        return None
+    jobs = _jobs(options.jobs, found)
+    return start_local_workers(jobs, options.summarise) if jobs > 1 else None
+
+
 def _pool(
     options: IngestOptions,
-    found: list[TraceFile],
+    workers: LocalWorkers | None,
     archive: tuple[Path, str],
     load_dir: Path | None,
     summarise: Summariser | None,
 ) -> FilePool | None:
-    """Where files are prepared: Ray when asked, else local workers where they pay (None: in
-    this process); local workers write their load files into `load_dir` where there is one;
-    with `summarise`, workers summarise their ranks (the summary tier)."""
+    """Where files are prepared: Ray when asked, else the local `workers` (None: in this
+    process); local workers write their load files into `load_dir` where there is one; with
+    `summarise`, workers summarise their ranks (the summary tier)."""
     if options.ray is not None:
         if options.jobs is not None and options.jobs < 1:
             raise IngestError(f"--jobs {options.jobs}: at least 1")
         from .ray_pool import RayFilePool  # Ray is an optional extra
 
         return RayFilePool(options.ray, options.jobs, archive, summarise)
-    jobs = _jobs(options.jobs, found)
-    return ProcessFilePool(jobs, *archive, load_dir, summarise) if jobs > 1 else None
+    return None if workers is None else ProcessFilePool(workers, *archive, load_dir, summarise)
 
 
 # From this much JSON on, the database is closed while the first ranks are prepared (an open
@@ -517,26 +537,30 @@ PARTICIPANTS, STEPS = ".participants", ".steps"  # not names of a summary's tabl
 
 
 class _Gathered:
-    """Small tables of every rank, by name, compacted every COMPACT_EVERY ranks into one: a
-    table read from a worker carries its own schema and buffers (~7 kB each, more than its rows
-    at a few rows), which at 1,024 ranks of 15 tables held ~110 MiB."""
+    """Small tables of every rank, by name, the latest COMPACT_EVERY of a name compacted into one
+    table: a table read from a worker carries its own schema and buffers (~7 kB each, more than
+    its rows at a few rows), which at 1,024 ranks of 15 tables held ~110 MiB. (Each batch is
+    compacted once: compacting all so far each time copied them again and again.)"""
 
     COMPACT_EVERY = 64
 
     def __init__(self) -> None:
-        self.tables: dict[str, list[pa.Table]] = {}
+        self.compacted: dict[str, list[pa.Table]] = {}
+        self.latest: dict[str, list[pa.Table]] = {}
 
     def add(self, name: str, table: pa.Table) -> None:
-        held = self.tables.setdefault(name, [])
-        held.append(table)
-        if len(held) > self.COMPACT_EVERY:
-            self.tables[name] = [pa.concat_tables(held).combine_chunks()]
+        latest = self.latest.setdefault(name, [])
+        latest.append(table)
+        if len(latest) == self.COMPACT_EVERY:
+            self.compacted.setdefault(name, []).append(pa.concat_tables(latest).combine_chunks())
+            latest.clear()
 
     def names(self) -> list[str]:
-        return list(self.tables)
+        return list(self.latest)
 
     def pop(self, name: str) -> pa.Table:
-        return pa.concat_tables(self.tables.pop(name)).combine_chunks()
+        held = [*self.compacted.pop(name, []), *self.latest.pop(name)]
+        return pa.concat_tables(held).combine_chunks()
 
 
 def _loaded_endpoints(part_of: pa.Table, rank_rows: list[dict[str, object]]) -> pa.Table:
