@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import TextIO
 
@@ -10,6 +9,7 @@ from tracegraph.ingest.python_frames import readable
 from tracegraph.queries.crossrank import describe
 from tracegraph.queries.path import StepStory
 
+from . import output
 from .names import shorten_all
 
 NAME_WIDTH = 60
@@ -17,7 +17,7 @@ NAME_WIDTH = 60
 
 def write_stories(out: TextIO, stories: Sequence[StepStory], depth: int, fmt: str) -> None:
     if fmt == "json":
-        out.write(json.dumps([s.to_json(depth) for s in stories], indent=1) + "\n")
+        out.write(output.json_text([s.to_json(depth) for s in stories]) + "\n")
         return
     for story in stories:
         out.write(_heading(story) + "\n")

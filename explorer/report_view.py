@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import statistics
 from collections import Counter
@@ -124,7 +123,7 @@ def write_report(
     "json" (the contract), or "csv" (the one `table` named, "findings" or one of the report's
     tables, times in ns)."""
     if fmt == "json":
-        out.write(json.dumps(report.to_json(), indent=1, default=str) + "\n")
+        out.write(output.json_text(report.to_json()) + "\n")
         return
     if fmt == "csv":
         chosen = findings_table(report) if table in (None, "findings") else report.tables[table]
@@ -385,7 +384,7 @@ def write_comparison(
 ) -> None:
     """`report --compare`: steps, kernels and ops of run A and run B side by side."""
     if fmt == "json":
-        out.write(json.dumps(comparison.to_json(), indent=1, default=str) + "\n")
+        out.write(output.json_text(comparison.to_json()) + "\n")
         return
     tables = comparison.tables()
     if fmt == "csv":

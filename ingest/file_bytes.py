@@ -15,6 +15,8 @@ from pathlib import Path
 from .errors import TraceFormatError
 from .parse_options import DEFAULT_OPTIONS, ParseOptions
 
+TRACE_SUFFIXES = (".json", ".json.gz")  # what a trace file's name ends with
+
 # Limits on the JSON a file may hold (gunzipped), so that a small .gz expanding to many GB (a
 # "gzip bomb") is refused while it is decompressed, before memory runs out. Both can be set per
 # ingest in ParseOptions; these are the defaults.

@@ -17,6 +17,7 @@ from . import archive, collectives, schema
 from .batch import LoadBatch
 from .columns import DROP_REASONS
 from .errors import IngestError, TraceFormatError
+from .file_bytes import TRACE_SUFFIXES
 from .full_ranks import FullRanks
 from .memory import returning_memory
 from .parallel import (
@@ -36,7 +37,6 @@ from .remove import remove_run, run_folder_of
 from .store import KUZU_VERSION, GraphStore, write_transaction
 
 TOOL_VERSION = "0.1.0"
-TRACE_SUFFIXES = (".json", ".json.gz")
 
 Progress = Callable[[str, int, int], None]
 # called with the ingest's result and the open (staging) store, once the run is loaded and its

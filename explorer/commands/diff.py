@@ -4,7 +4,6 @@ edges Chakra keeps, and the differing edges."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from .. import options
@@ -62,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
         }
         # the differing edges stream out batch by batch: millions of rows never become one
         # Python list (a 2.5 M-edge diff printed whole took 19 GB)
-        sys.stdout.write(json.dumps(head, indent=1, default=str)[:-2] + ',\n "edges": ')
+        sys.stdout.write(output.json_text(head)[:-2] + ',\n "edges": ')
         output.write(sys.stdout, diff.edges, "json")
         sys.stdout.write("}\n")
         return 0

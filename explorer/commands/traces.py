@@ -11,7 +11,7 @@ from contextlib import redirect_stdout
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tracegraph.ingest.pipeline import TRACE_SUFFIXES
+from tracegraph.ingest.file_bytes import TRACE_SUFFIXES
 
 from ..progress import stderr_progress
 from .common import UsageError
