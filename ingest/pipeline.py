@@ -333,9 +333,10 @@ def _archived(
     ranks: Iterable[PreparedRank], writer: archive.ArchiveWriter
 ) -> Iterator[PreparedRank]:
     for prepared in ranks:
-        if prepared.tier == "summary":
-            pass  # no rows to archive: its figures are the run's tables (`_load`)
-        elif prepared.archived:
+        if prepared.tier == "summary":  # no rows to archive: its figures are the run's tables
+            yield prepared
+            continue
+        if prepared.archived:
             writer.written(prepared.rank, prepared.archive_hash)
         else:
             writer.add(prepared.rank, prepared.archive_rows)
