@@ -26,6 +26,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 MAPPED_FROM = 1 << 20  # within `mapped_blocks`, blocks this large or larger are mapped apart
 # glibc raises its threshold as large blocks are freed, up to this: what it is after a while
 HEAP_UP_TO = 32 << 20
+KEPT_TOP = 128 << 20  # a kept heap's free top goes back to the system past this
 
 
 @functools.cache
@@ -101,9 +102,6 @@ def keeping_freed_heap() -> None:
         return
     libc.mallopt(_M_MMAP_THRESHOLD, HEAP_UP_TO)
     libc.mallopt(_M_TRIM_THRESHOLD, KEPT_TOP)
-
-
-KEPT_TOP = 128 << 20
 
 
 def release_arrow() -> None:

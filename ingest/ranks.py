@@ -63,31 +63,24 @@ def distributed_info(path: Path, top: TraceShell) -> dict[str, Any]:
 
 def info_rank(path: Path, dist: dict[str, Any]) -> int | None:
     """distributedInfo.rank; one that is there but no rank is an error (not rank 0)."""
-    value = dist.get("rank")
-    if value is None:
-        return None
-    rank = None if isinstance(value, bool) else as_int(value)
-    if rank is None or not 0 <= rank <= MAX_RANK:
-        raise TraceFormatError(
-            path,
-            f"distributedInfo.rank is {json_excerpt(value)}, not a rank in 0..{MAX_RANK} "
-            "(pass --rank N)",
-        )
-    return rank
+    return _info_int(path, dist, "rank", 0, f"a rank in 0..{MAX_RANK} (pass --rank N)")
 
 
 def trace_world_size(path: Path, dist: dict[str, Any]) -> int | None:
     """distributedInfo.world_size (None where it is not there)."""
-    value = dist.get("world_size")
+    return _info_int(path, dist, "world_size", 1, f"a size in 1..{MAX_RANK + 1}")
+
+
+def _info_int(path: Path, dist: dict[str, Any], key: str, low: int, what: str) -> int | None:
+    """distributedInfo[key] as an int in low..MAX_RANK + low (None where it is not there); any
+    other value is an error saying it is not `what`."""
+    value = dist.get(key)
     if value is None:
         return None
-    size = None if isinstance(value, bool) else as_int(value)
-    if size is None or not 1 <= size <= MAX_RANK + 1:
-        raise TraceFormatError(
-            path,
-            f"distributedInfo.world_size is {json_excerpt(value)}, not a size in 1..{MAX_RANK + 1}",
-        )
-    return size
+    number = None if isinstance(value, bool) else as_int(value)
+    if number is None or not low <= number <= MAX_RANK + low:
+        raise TraceFormatError(path, f"distributedInfo.{key} is {json_excerpt(value)}, not {what}")
+    return number
 
 
 def rows_by_rank(handover: list[pa.Table]) -> pa.Table:
