@@ -79,10 +79,10 @@ def event_table(path: Path, raw: list[RawEvent], first_idx: int, loose: bool) ->
         pc.if_else(pc.is_valid(phs), pa.scalar("flow"), pa.scalar(None, pa.string())),
     )
     label = pc.if_else(is_x, _map_strings(cats, LABEL_OF_CATEGORY), other)
-    args_raw = [bytes(e.args) if e.ph == "X" or e.ph == "i" else b"" for e in evs]
+    args_raw = [e.args if e.ph == "X" or e.ph == "i" else _NO_VALUE for e in evs]
     args = _decode_args(path, args_raw, ev_idx)
-    ts, _ = _ns_column(path, "ts", [bytes(e.ts) for e in evs], ev_idx)
-    dur, dur_bad = _ns_column(path, "dur", [bytes(e.dur) for e in evs], ev_idx)
+    ts, _ = _ns_column(path, "ts", _joined([e.ts for e in evs]), ev_idx)
+    dur, dur_bad = _ns_column(path, "dur", _joined([e.dur for e in evs]), ev_idx)
     bad_dur = pc.and_(is_x, pc.or_kleene(pc.less(dur, 0), dur_bad))
     keep_it = pa.scalar(None, pa.string())
     drop = pc.if_else(
@@ -106,7 +106,7 @@ def event_table(path: Path, raw: list[RawEvent], first_idx: int, loose: bool) ->
         "dur": dur,
         "flow_id": _int_column([e.id for e in evs], loose),
         "flow_bp": _str_column([e.bp for e in evs]),
-        "args": _text_column(args_raw),
+        "args": _text_column(_joined(args_raw)),
     }
     columns.update(args)
     columns["drop"] = drop
@@ -119,45 +119,66 @@ def _is_memory(event: RawEvent) -> bool:
     return event.ph == "i" and event.name == MEMORY_EVENT_NAME
 
 
-def _decode_args(path: Path, args_raw: list[bytes], ev_idx: pa.Array) -> dict[str, pa.Array]:
+def _decode_args(path: Path, args_raw: list[msgspec.Raw], ev_idx: pa.Array) -> dict[str, pa.Array]:
     blob = b"[" + b",".join(a if a else b"null" for a in args_raw) + b"]"
     try:
         parsed, loose = decode_blob(ARGS_DECODERS, blob)
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         where = event_position(exc, indices=ev_idx)
         raise TraceFormatError(path, f"unreadable args of {where}") from exc
-    none = Args()
-    rows = [a if a is not None else none for a in parsed]
-    ext = _int_column([a.external_id for a in rows], loose)
-    ext_old = _int_column([a.external_id_old for a in rows], loose)
-    stream = _int_column([a.stream for a in rows], loose)
-    stream_id = _int_column([a.stream_id for a in rows], loose)
+    fields, exact = _arg_fields(parsed, loose)
     return {
-        "external_id": pc.coalesce(ext, ext_old),
-        "correlation": _int_column([a.correlation for a in rows], loose),
-        "seq": _int_column([a.seq for a in rows], loose),
-        "stream": pc.coalesce(stream, stream_id),
-        "device": _int_column([a.device for a in rows], loose),
-        "sync_kind": _str_column([a.cuda_sync_kind for a in rows]),
-        "wait_on_stream": _int_column([a.wait_on_stream for a in rows], loose),
-        "wait_on_event_corr": _int_column(
-            [a.wait_on_cuda_event_record_corr_id for a in rows], loose
-        ),
-        "arg_rank": _arg_rank(path, [a.rank for a in rows], ev_idx, loose),
-        "pg_name": _str_column([a.pg_name for a in rows]),
-        "coll_name": _str_column([a.coll_name for a in rows]),
-        "coll_seq": _int_column([a.coll_seq for a in rows], loose),
+        "external_id": pc.coalesce(fields["external_id"], fields["external_id_old"]),
+        "correlation": fields["correlation"],
+        "seq": fields["seq"],
+        "stream": pc.coalesce(fields["stream"], fields["stream_id"]),
+        "device": fields["device"],
+        "sync_kind": fields["cuda_sync_kind"],
+        "wait_on_stream": fields["wait_on_stream"],
+        "wait_on_event_corr": fields["wait_on_cuda_event_record_corr_id"],
+        "arg_rank": _arg_rank(path, fields["rank"], None if exact else parsed, ev_idx),
+        "pg_name": fields["pg_name"],
+        "coll_name": fields["coll_name"],
+        "coll_seq": fields["coll_seq"],
     }
 
 
-def _arg_rank(path: Path, values: list[Any], ev_idx: pa.Array, loose: bool) -> pa.Array:
-    """args.rank of each event; one that is there but no rank in 0..MAX_RANK is an error."""
-    ranks = _int_column(values, loose)
-    if ranks.null_count != values.count(None):
-        first = next(i for i, v in enumerate(values) if v is not None and not ranks[i].is_valid)
-        raise TraceFormatError(
-            path, _bad_arg_rank(ev_idx[first].as_py(), json_excerpt(values[first]))
-        )
+_ARG_TEXT = frozenset({"cuda_sync_kind", "pg_name", "coll_name"})
+_ARGS_TYPE = pa.struct(
+    [(name, pa.string() if name in _ARG_TEXT else pa.int64()) for name in Args.__struct_fields__]
+)
+
+
+def _arg_fields(parsed: list[Args | None], loose: bool) -> tuple[dict[str, pa.Array], bool]:
+    """Each field of the decoded args as a column, null where an event has none, and whether
+    every value was taken as it is: in one conversion where all have their column's type
+    (ints within INT64), else field by field (`_int_column`, `_str_column`)."""
+    names = Args.__struct_fields__
+    if not loose:
+        rows = [msgspec.structs.astuple(a) if a is not None else None for a in parsed]
+        try:
+            return dict(zip(names, pa.array(rows, _ARGS_TYPE).flatten(), strict=True)), True
+        except (pa.ArrowException, OverflowError, TypeError, ValueError):
+            pass  # a quoted id, an int beyond INT64...
+    none = Args()
+    rows = [a if a is not None else none for a in parsed]
+    columns: dict[str, pa.Array] = {}
+    for name in names:
+        values = [getattr(a, name) for a in rows]
+        columns[name] = _str_column(values) if name in _ARG_TEXT else _int_column(values, loose)
+    return columns, False
+
+
+def _arg_rank(path: Path, ranks: pa.Array, parsed: list[Any] | None, ev_idx: pa.Array) -> pa.Array:
+    """args.rank of each event; one that is there but no rank in 0..MAX_RANK is an error.
+    `parsed`: the decoded args where some value may not have been read as it is (else None)."""
+    if parsed is not None:
+        values = [a.rank if a is not None else None for a in parsed]
+        if ranks.null_count != values.count(None):
+            first = next(i for i, v in enumerate(values) if v is not None and not ranks[i].is_valid)
+            raise TraceFormatError(
+                path, _bad_arg_rank(ev_idx[first].as_py(), json_excerpt(values[first]))
+            )
     outside = pc.or_(pc.less(ranks, 0), pc.greater(ranks, MAX_RANK))
     if pc.any(outside).as_py():
         first = pc.index(outside, True).as_py()
@@ -169,13 +190,28 @@ def _bad_arg_rank(ev_idx: int, shown: str) -> str:
     return f"event {ev_idx}: args.rank is {shown}, not a rank in 0..{MAX_RANK}"
 
 
-def _text_column(raw: list[bytes]) -> pa.Array:
-    """UTF-8 text of raw JSON values; empty → null."""
-    binary = pa.array(raw, pa.binary())
+_NO_VALUE = msgspec.Raw(b"")
+
+
+def _joined(raw: list[msgspec.Raw]) -> pa.Array:
+    """Raw JSON values as one binary column (empty: absent), from their bytes joined: no bytes
+    object made of each."""
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, raw), np.int64, len(raw)), out=offsets[1:])
+    if offsets[-1] >= 1 << 31:  # beyond a binary column's 32-bit offsets
+        return pa.array([bytes(v) for v in raw], pa.binary())
+    data = pa.py_buffer(b"".join(raw))
+    bounds = pa.py_buffer(offsets.astype(np.int32))
+    return pa.Array.from_buffers(pa.binary(), len(raw), [None, bounds, data])
+
+
+def _text_column(binary: pa.Array) -> pa.Array:
+    """UTF-8 text of raw JSON values (`_joined`); empty → null."""
     try:
         text = pc.cast(binary, pa.string())
     except pa.ArrowInvalid:
-        text = pa.array([b.decode("utf-8", "replace") for b in raw], pa.string())
+        values = binary.to_pylist()
+        text = pa.array([b.decode("utf-8", "replace") for b in values], pa.string())
     return pc.if_else(pc.equal(pc.binary_length(text), 0), pa.scalar(None, pa.string()), text)
 
 
@@ -237,7 +273,7 @@ _NS_HI = pa.scalar(NS_LIMIT, pa.decimal128(19, 0))
 
 
 def _ns_column(
-    path: Path, field_name: str, raw: list[bytes], ev_idx: pa.Array
+    path: Path, field_name: str, raw: pa.Array, ev_idx: pa.Array
 ) -> tuple[pa.Array, pa.Array | bool]:
     """Exact INT64 ns from the JSON text of µs numbers, half to even: (ns, not a number).
     Missing values and values that are no JSON number (a string, null, a list...) are null in

@@ -20,6 +20,9 @@ from .decode import (
     CHUNK_EVENTS,
     EVENT_DECODERS,
     SHELL_DECODER,
+    WHOLE_DECODE_BYTES,
+    WHOLE_DECODER,
+    RawEvent,
     TraceShell,
     decode_blob,
     event_position,
@@ -96,16 +99,9 @@ def _parse_json(
     path: Path, handover: list[bytes | bytearray], options: ParseOptions
 ) -> list[RankTrace]:
     data = handover.pop()
-    try:
-        shell = SHELL_DECODER.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-        raise TraceFormatError(path, f"not a Kineto JSON trace ({first_line(exc)})") from exc
-    if isinstance(shell, list):
-        raw_events, shell = shell, TraceShell()
-    elif shell.traceEvents is None:
+    shell, raw_events, decoded = _top_level(path, data)
+    if raw_events is None:
         raise TraceFormatError(path, "JSON has no 'traceEvents' list")
-    else:
-        raw_events = shell.traceEvents
     if not raw_events:
         raise TraceFormatError(path, "trace has no events")
     if len(raw_events) > MAX_EV:
@@ -113,12 +109,10 @@ def _parse_json(
     chunks: list[pa.Table] = []
     metadata: dict[int, dict[int, int]] = {}
     for start in range(0, len(raw_events), CHUNK_EVENTS):
-        blob = b"[" + b",".join(raw_events[start : start + CHUNK_EVENTS]) + b"]"
-        try:
-            events, loose = decode_blob(EVENT_DECODERS, blob)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-            raise TraceFormatError(path, f"malformed {event_position(exc, offset=start)}") from exc
-        del blob
+        if decoded:
+            events, loose = raw_events[start : start + CHUNK_EVENTS], False
+        else:
+            events, loose = _decoded_chunk(path, raw_events[start : start + CHUNK_EVENTS], start)
         chunks.append(event_table(path, events, start, loose))
         for pid, ranks in process_names(events, start).items():
             for rank, ev_idx in ranks.items():
@@ -136,6 +130,38 @@ def _parse_json(
     handover = [events_table]
     del events_table
     return _split_by_rank(path, handover, metadata, shell, options)
+
+
+def _top_level(path: Path, data: bytes | bytearray) -> tuple[TraceShell, list | None, bool]:
+    """The top level and its events (None: it has no traceEvents list), and whether they are
+    decoded already (`RawEvent`s: a small file whose fields have the usual types) or are raw
+    JSON, to be decoded a chunk at a time."""
+    if len(data) <= WHOLE_DECODE_BYTES:
+        try:
+            whole = WHOLE_DECODER.decode(data)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass  # decoded again below, which says what is wrong
+        else:
+            if isinstance(whole, list):
+                return TraceShell(), whole, True
+            events, whole.traceEvents = whole.traceEvents, None  # held by the caller only
+            return whole, events, True
+    try:
+        shell = SHELL_DECODER.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceFormatError(path, f"not a Kineto JSON trace ({first_line(exc)})") from exc
+    if isinstance(shell, list):
+        return TraceShell(), shell, False
+    return shell, shell.traceEvents, False
+
+
+def _decoded_chunk(path: Path, raw: list[msgspec.Raw], start: int) -> tuple[list[RawEvent], bool]:
+    """A chunk of raw events (from position `start`) decoded: (their structs, whether loosely)."""
+    blob = b"[" + b",".join(raw) + b"]"
+    try:
+        return decode_blob(EVENT_DECODERS, blob)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise TraceFormatError(path, f"malformed {event_position(exc, offset=start)}") from exc
 
 
 def _dropped(events: pa.Table) -> str:

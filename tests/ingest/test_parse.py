@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from tracegraph.ingest import parse
 from tracegraph.ingest.errors import TraceFormatError
 from tracegraph.ingest.parse import parse_file
 from tracegraph.ingest.parse_options import ParseOptions
 
 from ..conftest import TracePool, needs_traces, trace
-from .oracle import read_bytes
+from .oracle import load_json, read_bytes, trace_events
 
 NS_RESOLUTION = "hta/ns_resolution_trace/rank-0.Apr_03_18_51_38.1102.pt.trace.json.gz"
 OLD_LIST = "kineto/samples/resnet50_num_workers_0/worker0.pt.trace.json.gz"
@@ -191,3 +192,96 @@ def test_trace_format_error_survives_pickling():
     error = TraceFormatError("/traces/rank0.json", "trace has no events")
     copy = pickle.loads(pickle.dumps(error))
     assert (copy.path, copy.reason, str(copy)) == (error.path, error.reason, str(error))
+
+
+# small files are decoded whole (`parse.WHOLE_DECODE_BYTES`), larger ones a chunk at a time:
+# traces unlike each other (ROCm, ns timestamps, CUDA syncs, gloo DDP with memory, MTIA, a list)
+WHOLE_OR_CHUNKED = (
+    NS_RESOLUTION,
+    SMALL,
+    OLD_LIST,
+    "hta/amd_trace/mi250_minitoy_train_ROCm6_2_kineto.json.gz",
+    "hta/mtia_inference_trace/mtia_inference_rank_0.json.gz",
+    "cpu_ddp_2r_memory/rank1.step6.pt.trace.json.gz",
+    "hta/nccl_parser_config/nccl_data.json.gz",
+)
+
+
+@needs_traces
+@pytest.mark.parametrize("name", WHOLE_OR_CHUNKED)
+def test_a_file_decoded_whole_gives_what_its_chunks_give(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = trace(name)
+    taken: list[bool] = []
+    top_level = parse._top_level
+
+    def spied(*args: object) -> tuple[object, object, bool]:
+        found = top_level(*args)  # type: ignore[arg-type]
+        taken.append(found[2])
+        return found
+
+    monkeypatch.setattr(parse, "_top_level", spied)
+    monkeypatch.setattr(parse, "WHOLE_DECODE_BYTES", 1 << 30)  # whatever its size
+    whole = parse_file(path)
+    monkeypatch.setattr(parse, "WHOLE_DECODE_BYTES", 0)
+    monkeypatch.setattr(parse, "CHUNK_EVENTS", 997)  # several chunks, cut anywhere
+    chunked = parse_file(path)
+    assert taken == [True, False]  # each way was taken
+    assert [r.rank for r in whole] == [r.rank for r in chunked]
+    for a, b in zip(whole, chunked, strict=True):
+        assert a.events.equals(b.events)
+        assert (a.dropped, a.world_size, a.device, a.host, a.gpu, a.distributed_info) == (
+            b.dropped, b.world_size, b.device, b.host, b.gpu, b.distributed_info
+        )  # fmt: skip
+
+
+# the args each link needs, as the raw JSON says them (names as Kineto writes them)
+ARG_COLUMNS = {
+    "correlation": ("correlation",),
+    "external_id": ("External id", "external id"),
+    "seq": ("Sequence number",),
+    "device": ("device",),
+    "stream": ("stream", "stream_id"),
+    "sync_kind": ("cuda_sync_kind",),
+    "wait_on_stream": ("wait_on_stream",),
+    "wait_on_event_corr": ("wait_on_cuda_event_record_corr_id",),
+    "pg_name": ("Process Group Name",),
+    "coll_name": ("Collective name",),
+    "coll_seq": ("Seq",),
+}
+
+
+def _arg_value(args: dict, keys: tuple[str, ...], text: bool) -> object:
+    """The first of `keys` present with a value, as the column holds it: text as text (a
+    number as its digits), else a whole number within INT64 (quoted digits or hex too), else
+    None."""
+    for key in keys:
+        value = args.get(key)
+        if value is None:
+            continue
+        if text:
+            return value if isinstance(value, str) else str(value)
+        if isinstance(value, str) and value.lstrip("-").isdigit():
+            value = int(value)
+        elif isinstance(value, str) and value.lower().startswith("0x"):
+            value = int(value, 16)  # ROCm's streams
+        if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+            return value
+    return None
+
+
+@needs_traces
+@pytest.mark.parametrize("name", WHOLE_OR_CHUNKED)
+def test_the_args_columns_equal_what_the_json_says(name: str) -> None:
+    path = trace(name)
+    events = trace_events(load_json(path))
+    for rank in parse_file(path):
+        table = rank.events.select(["ev_idx", "ph", *ARG_COLUMNS]).to_pylist()
+        for row in table:
+            raw = events[row["ev_idx"]]
+            args = raw.get("args") if row["ph"] in ("X", "i") else None
+            args = args if isinstance(args, dict) else {}
+            for column, keys in ARG_COLUMNS.items():
+                text = column in ("sync_kind", "pg_name", "coll_name")
+                assert row[column] == _arg_value(args, keys, text), (name, row["ev_idx"], column)
