@@ -40,15 +40,18 @@ def summary_tables(
 ) -> dict[str, pa.Table]:
     """A summary worker's tables of one rank (`ingest.prepare.Summariser`)."""
     facts = summarise(rank, rows, events, steps, run_idx, SUMMARY_TOP)
-    out = {
-        name: pa.Table.from_pylist(rows, schema=TABLES[name])
-        if (rows := facts.rows[name])
-        else TABLES[name].empty_table()
-        for name in RANK_TABLES
-    }
+    out = {name: rows_table(facts.rows[name], TABLES[name]) for name in RANK_TABLES}
     out[FINDINGS] = findings_table(facts.findings)
-    out[MEMORY] = pa.Table.from_pylist(memory.event_rows(events), schema=TABLES[MEMORY])
+    out[MEMORY] = rows_table(memory.event_rows(events), TABLES[MEMORY])
     return out
+
+
+def rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
+    """Rows as a table of `schema` (a key it has not is null), converted as one struct array:
+    a conversion per table rather than per column."""
+    if not rows:
+        return schema.empty_table()
+    return pa.Table.from_struct_array(pa.array(rows, pa.struct(list(schema))))
 
 
 def findings_table(findings: Iterable[Finding]) -> pa.Table:
@@ -67,7 +70,7 @@ def findings_table(findings: Iterable[Finding]) -> pa.Table:
         }
         for f in findings
     ]
-    return pa.Table.from_pylist(rows, schema=FINDINGS_SCHEMA)
+    return rows_table(rows, FINDINGS_SCHEMA)
 
 
 def findings_of(table: pa.Table) -> list[Finding]:
