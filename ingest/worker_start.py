@@ -8,7 +8,8 @@ object. Standard library only at the top: the initializer's module is imported f
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from importlib.machinery import ModuleSpec
 from types import ModuleType
 
@@ -27,6 +28,17 @@ class _KeptOut:
         if name == KEPT_OUT or name.startswith(KEPT_OUT + "."):
             raise ModuleNotFoundError(f"not in an ingest worker: {name}", name=name)
         return None
+
+
+@contextmanager
+def pandas_kept_out() -> Iterator[None]:
+    """Within: pandas cannot be imported (unless it already is)."""
+    finder = _KeptOut()
+    sys.meta_path.insert(0, finder)
+    try:
+        yield
+    finally:
+        sys.meta_path.remove(finder)
 
 
 def start_worker(parent: int, summary: bool = False) -> None:

@@ -1,7 +1,9 @@
-"""The `tracegraph` command chooses Arrow's allocator before pyarrow is imported."""
+"""The `tracegraph` command chooses Arrow's allocator before pyarrow is imported, and runs
+without pandas."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tracegraph.examples.synthetic import SyntheticConfig, write_per_rank
+from tracegraph.explorer.cli import main
 from tracegraph.explorer.entry import ALLOCATOR_VARIABLE
 from tracegraph.ingest import memory
 
@@ -60,3 +64,39 @@ def test_the_entry_chooses_before_the_cli_imports_pyarrow() -> None:
 
 def test_the_entry_and_the_ingest_name_one_variable() -> None:
     assert memory.ALLOCATOR_VARIABLE == ALLOCATOR_VARIABLE
+
+
+PANDAS_PROBE = """
+import sys
+from tracegraph.explorer.entry import main
+code = main(sys.argv[1:])
+print(code, sys.modules.get("pandas", "never asked for"))
+"""
+
+
+def _without_pandas(argv: list[str]) -> str:
+    """`tracegraph ARGV` in a fresh process: its output, once it is known to have run with
+    pandas marked absent."""
+    done = subprocess.run(
+        [sys.executable, "-c", PANDAS_PROBE, *argv], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    *out, last = done.stdout.splitlines()
+    assert last == "0 None"  # it ran, and pandas was marked absent, not imported
+    return "\n".join(out)
+
+
+def test_a_command_runs_without_pandas_which_it_does_not_use(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """pyarrow asks for pandas at its first conversion of a list, and kuzu at each COPY of an
+    Arrow table: the command says there is none, and ingests and reports as with pandas."""
+    job = tmp_path / "job"
+    write_per_rank(SyntheticConfig(ranks=2, steps=2, layers=1), job)
+    db = tmp_path / "job.kuzu"
+    _without_pandas(["ingest", str(job), "--db", str(db)])
+    report = _without_pandas(["report", str(db), "--format", "json"])
+    capsys.readouterr()
+    assert main(["report", str(db), "--format", "json"]) == 0  # here, where pandas is there
+    assert json.loads(report) == json.loads(capsys.readouterr().out)
+    assert json.loads(report)["steps"]  # a report of the job's steps, not an empty one
