@@ -10,7 +10,8 @@ to send than to compute: a sliced table pickles its whole parent, and the archiv
 third of a rank.)
 `jobs` files are being prepared while the main process loads one more, so memory holds about
 twice that many files' ranks (those being prepared, those prepared and waiting), not the
-job's. A large file (over the block-reading size, `read.STREAM_BYTES`) that turns out to hold
+job's. A summary's files go in tasks of several (`FileBatches`): their outcomes are kilobytes.
+A large file (over the block-reading size, `read.STREAM_BYTES`) that turns out to hold
 several ranks is handed back and prepared in the main process rank by rank, as without
 workers: a worker would hold all of its ranks at once.
 
@@ -35,7 +36,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -162,6 +163,76 @@ def prepare_files(
         except TracegraphError as exc:
             out.append(exc)
     return out
+
+
+# A summary's files go to local workers in tasks of a few files (`FileBatches`): their outcomes
+# are kilobytes, and the main process's cost is per task (its submission, its result, a wake-up);
+# more files a task would leave a worker idle longer at the end (0.45 s a task of 16 here)
+LOCAL_BATCH_FILES = 4
+BATCH_BYTES = 64 << 20
+
+
+@dataclass(frozen=True)
+class InBatch:
+    """A file's place in a batch task."""
+
+    batch: int
+    index: int
+
+
+class FileBatches:
+    """Files gathered into tasks of up to `files` files and BATCH_BYTES of JSON, each sent by
+    `send` (a list of `prepare_file` arguments → the task's handle) and its outcomes taken by
+    `fetch` (handle → `prepare_files`' list) once, then handed out file by file."""
+
+    def __init__(
+        self,
+        send: Callable[[list[tuple[object, ...]]], object],
+        fetch: Callable[[object], list[FileOutcome | TracegraphError]],
+        files: int,
+    ) -> None:
+        self.send, self.fetch, self.files = send, fetch, files
+        self.pending: list[tuple[object, ...]] = []  # the batch being gathered
+        self.pending_bytes = 0
+        self.sent = 0  # batches sent so far
+        self.batches: dict[int, object] = {}  # a sent batch's handle, until its files are taken
+        self.outcomes: dict[int, list[FileOutcome | TracegraphError]] = {}  # until taken
+        self.left: dict[int, int] = {}  # a batch's outcomes not yet taken
+
+    def add(self, args: tuple[object, ...], path: Path) -> InBatch:
+        """Gather one file's task arguments; the batch goes once full."""
+        handle = InBatch(self.sent, len(self.pending))
+        self.pending.append(args)
+        try:
+            self.pending_bytes += json_size(path)
+        except OSError:
+            pass  # its task says why
+        if len(self.pending) >= self.files or self.pending_bytes >= BATCH_BYTES:
+            self.flush()
+        return handle
+
+    def flush(self) -> None:
+        """Send the batch gathered so far."""
+        if self.pending:
+            self.batches[self.sent] = self.send(self.pending)
+            self.left[self.sent] = len(self.pending)
+            self.sent += 1
+            self.pending, self.pending_bytes = [], 0
+
+    def result(self, handle: InBatch) -> FileOutcome:
+        """The file's outcome (its error raised as itself)."""
+        if handle.batch == self.sent:
+            self.flush()  # the last, short batch
+        if handle.batch not in self.outcomes:
+            self.outcomes[handle.batch] = self.fetch(self.batches.pop(handle.batch))
+        outcome = self.outcomes[handle.batch][handle.index]
+        self.left[handle.batch] -= 1
+        if not self.left[handle.batch]:
+            del self.outcomes[handle.batch], self.left[handle.batch]
+        if isinstance(outcome, TracegraphError):
+            raise outcome
+        assert isinstance(outcome, FileOutcome)
+        return outcome
 
 
 def _emptied(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
@@ -300,25 +371,32 @@ class ProcessFilePool:
         self.archive = (archive_dir, archive_token)
         self.load_dir = load_dir
         self.pool = workers.executor
+        # a summary's files go in batches (`FileBatches`), a batch more than the workers
+        self.batches: FileBatches | None = None
+        if summarise is not None:
+            self.batches = FileBatches(self._send, self._get, LOCAL_BATCH_FILES)
+            self.slots = (workers.jobs + 1) * LOCAL_BATCH_FILES
 
-    def submit(
-        self, source: TraceFile, options: ParseOptions, run: str, run_idx: int
-    ) -> Future[FileOutcome]:
-        in_folder = source.folder is not None
+    def submit(self, source: TraceFile, options: ParseOptions, run: str, run_idx: int) -> object:
+        args = (source.path, source.folder is not None, options, run, run_idx, *self.archive,
+                self.load_dir, self.summarise)  # fmt: skip
+        if self.batches is not None:
+            return self.batches.add(args, source.path)
         with _main_hidden():  # workers start on demand
-            return self.pool.submit(
-                prepare_file,
-                source.path,
-                in_folder,
-                options,
-                run,
-                run_idx,
-                *self.archive,
-                self.load_dir,
-                self.summarise,
-            )
+            return self.pool.submit(prepare_file, *args)
+
+    def _send(self, jobs: list[tuple[object, ...]]) -> Future[list[FileOutcome | TracegraphError]]:
+        with _main_hidden():
+            return self.pool.submit(prepare_files, jobs)
 
     def result(self, handle: object) -> FileOutcome:
+        if isinstance(handle, InBatch):
+            assert self.batches is not None
+            return self.batches.result(handle)
+        return self._get(handle)
+
+    @staticmethod
+    def _get(handle: object) -> Any:
         assert isinstance(handle, Future)
         try:
             return handle.result()

@@ -22,13 +22,20 @@ import socket
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .errors import IngestError, TracegraphError
 from .lifeline import Reaper
-from .parallel import FileOutcome, WorkerLost, json_size, prepare_file, prepare_files
+from .parallel import (
+    FileBatches,
+    FileOutcome,
+    InBatch,
+    WorkerLost,
+    prepare_file,
+    prepare_files,
+)
 from .prepare import Summariser
 
 if TYPE_CHECKING:
@@ -36,18 +43,9 @@ if TYPE_CHECKING:
     from .pipeline import TraceFile
 
 TASK_RETRIES = 2  # a lost worker or node; a trace error is raised at once
-# A summary's files go to Ray in tasks of up to BATCH_FILES files and BATCH_BYTES of JSON: its
+# A summary's files go to Ray in tasks of up to BATCH_FILES files (`parallel.FileBatches`): its
 # outcomes are kilobytes, and a task per small file costs the driver ~3.5 ms a file
 BATCH_FILES = 16
-BATCH_BYTES = 64 << 20
-
-
-@dataclass(frozen=True)
-class _InBatch:
-    """A file's place in a batch task."""
-
-    batch: int
-    index: int
 
 
 class RayFilePool:
@@ -78,15 +76,11 @@ class RayFilePool:
             raise
         self.refs: list[Any] = []
         self.archive = archive or (None, None)
-        # summaries: files batched (see BATCH_FILES); enough in flight to keep every CPU busy
-        self.batching = summarise is not None
-        if self.batching:
+        # summaries: files batched; enough in flight to keep every CPU busy
+        self.batches: FileBatches | None = None
+        if summarise is not None:
+            self.batches = FileBatches(self._send, self._get, BATCH_FILES)
             self.slots *= BATCH_FILES
-        self.pending: list[tuple[object, ...]] = []  # the batch being gathered
-        self.pending_bytes = 0
-        self.batches: dict[int, Any] = {}  # a submitted batch's ref
-        self.outcomes: dict[int, list[Any]] = {}  # a finished batch's outcomes, until taken
-        self.left: dict[int, int] = {}  # a batch's outcomes not yet taken
 
     def submit(self, source: TraceFile, options: ParseOptions, run: str, run_idx: int) -> object:
         # the node's own temp folder for spills: this machine's may not exist there
@@ -94,49 +88,22 @@ class RayFilePool:
         in_folder = source.folder is not None
         args = (source.path, in_folder, spill_here, run, run_idx, *self.archive, None,
                 self.summarise)  # fmt: skip
-        if self.batching:
-            return self._gather(args, source.path)
+        if self.batches is not None:
+            return self.batches.add(args, source.path)
         ref = self.task.remote(*args)
         self.refs.append(ref)
         return ref
 
-    def _gather(self, args: tuple[object, ...], path: Path) -> _InBatch:
-        handle = _InBatch(len(self.batches), len(self.pending))
-        self.pending.append(args)
-        try:
-            self.pending_bytes += json_size(path)
-        except OSError:
-            pass  # its task says why
-        if len(self.pending) >= BATCH_FILES or self.pending_bytes >= BATCH_BYTES:
-            self._send()
-        return handle
-
-    def _send(self) -> None:
-        if self.pending:
-            ref = self.batch_task.remote(self.pending)
-            self.refs.append(ref)
-            self.batches[len(self.batches)] = ref
-            self.left[len(self.batches) - 1] = len(self.pending)
-            self.pending, self.pending_bytes = [], 0
+    def _send(self, jobs: list[tuple[object, ...]]) -> Any:
+        ref = self.batch_task.remote(jobs)
+        self.refs.append(ref)
+        return ref
 
     def result(self, handle: object) -> FileOutcome:
-        if isinstance(handle, _InBatch):
-            return self._batch_result(handle)
+        if isinstance(handle, InBatch):
+            assert self.batches is not None
+            return self.batches.result(handle)
         outcome = self._get(handle)
-        assert isinstance(outcome, FileOutcome)
-        return outcome
-
-    def _batch_result(self, handle: _InBatch) -> FileOutcome:
-        if handle.batch not in self.batches:
-            self._send()  # the last, short batch
-        if handle.batch not in self.outcomes:
-            self.outcomes[handle.batch] = self._get(self.batches[handle.batch])
-        outcome = self.outcomes[handle.batch][handle.index]
-        self.left[handle.batch] -= 1
-        if not self.left[handle.batch]:
-            del self.outcomes[handle.batch]
-        if isinstance(outcome, TracegraphError):
-            raise outcome
         assert isinstance(outcome, FileOutcome)
         return outcome
 
