@@ -100,9 +100,9 @@ class Graph:
         )
         summarise = None
         if summary:
-            from .queries.report.summary_tier import summary_tables
+            from .queries.report.summary_tier import SUMMARY_TIER
 
-            summarise = summary_tables
+            summarise = SUMMARY_TIER
         options = IngestOptions(
             run=run,
             parse=parse,

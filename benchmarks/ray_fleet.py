@@ -55,7 +55,7 @@ ray_pool.RayFilePool.close = timed("stop_s", pool_close)
 ray = None if sys.argv[2] == "none" else sys.argv[2]
 summarise = None
 if sys.argv[4] == "summary":
-    from tracegraph.queries.report.summary_tier import summary_tables as summarise
+    from tracegraph.queries.report.summary_tier import SUMMARY_TIER as summarise
 t = time.perf_counter()
 result = ingest([Path(sys.argv[3])], Path(sys.argv[1]), IngestOptions(run="fleet", jobs=None if ray
                 else 1, ray=ray, summarise=summarise))

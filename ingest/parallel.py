@@ -250,7 +250,8 @@ def _peak_rss() -> int:
 
 def _pack(prepared: PreparedRank) -> bytes:
     """The rank as bytes: its tables as Arrow IPC streams (which hold only a sliced table's
-    own rows; pickling a slice sends its whole parent), the rest pickled around them."""
+    own rows; pickling a slice sends its whole parent), the rest (a summary rank's facts, rows
+    of a few kilobytes, among them) pickled around them."""
     tables: dict[str, bytes] = {}
 
     def ipc(key: str, table: pa.Table) -> str:
@@ -267,7 +268,6 @@ def _pack(prepared: PreparedRank) -> bytes:
         participants=ipc("participants", prepared.participants),  # type: ignore[arg-type]
         steps=ipc("steps", prepared.steps),  # type: ignore[arg-type]
         archive_rows=ipc("archive", prepared.archive_rows),  # type: ignore[arg-type]
-        facts={k: ipc(f"facts:{k}", t) for k, t in prepared.facts.items()},  # type: ignore[misc]
     )
     return pickle.dumps((shell, tables), protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -285,7 +285,6 @@ def _unpack(packed: bytes) -> PreparedRank:
         participants=table(shell.participants),
         steps=table(shell.steps),
         archive_rows=table(shell.archive_rows),
-        facts={k: table(v) for k, v in shell.facts.items()},
     )
 
 

@@ -209,7 +209,7 @@ def _ingest(
                 traces = _rank_traces(found, parse_options, report, seen, options.keep_going)
                 prepared = _prepared(traces, run, run_idx, writer.add, options.summarise)
             result = _load(batch, _archived(prepared, writer), run, run_idx, files, ingested_at,
-                           writer)  # fmt: skip
+                           writer, options.summarise)  # fmt: skip
             writer.finish(ingested_at)  # in place before the database that names it
             dropped = _dropped_events(result.ranks)
             result = replace(result, skipped=(*skipped, *dropped), work=tuple(work))
@@ -478,13 +478,15 @@ def _load(
     files: list[Path],
     ingested_at: str,
     writer: archive.ArchiveWriter,
+    summarise: Summariser | None = None,
 ) -> IngestResult:
     """Load the ranks, then the run's collectives, ranks, steps and Run row (with the content
     hashes of its archive, which `writer` gives once every file is written, summary ranks'
-    figures included)."""
+    figures included: `summarise.table` makes their tables)."""
     edge_counts: dict[str, int] = {}
     summaries: list[RankSummary] = []
-    gathered = _Gathered()  # each rank's participants, steps and summary tables
+    gathered = _Gathered()  # each rank's participants and steps
+    facts = _GatheredRows(summarise)
     rank_rows: list[dict[str, object]] = []
     store = batch.store
     world_size = 0
@@ -498,8 +500,7 @@ def _load(
             edge_counts[label] = edge_counts.get(label, 0) + rows
         gathered.add(PARTICIPANTS, prepared.participants)
         gathered.add(STEPS, prepared.steps)
-        for name, table in prepared.facts.items():
-            gathered.add(name, table)
+        facts.add(prepared.facts)
         summaries.append(prepared.summary)
         rank_rows.append(prepared.rank_row)
         del prepared  # the batch holds what it needs; free the rest as we go
@@ -515,8 +516,8 @@ def _load(
     arrivals = collectives.arrivals(participants, part_of, run)
     store.copy("CollectiveArrival", schema.conform(arrivals, schema.COLLECTIVE_ARRIVAL))
     steps = gathered.pop(STEPS)
-    for name in gathered.names():
-        writer.add_table(name, gathered.pop(name))
+    for name, table in facts.tables():
+        writer.add_table(name, table)
     store.copy("Rank", schema.conform(pa.Table.from_pylist(rank_rows), schema.RANK))
     store.copy("Step", schema.conform(steps, schema.STEP))
     world_size = world_size or len(summaries)
@@ -562,6 +563,42 @@ class _Gathered:
     def pop(self, name: str) -> pa.Table:
         held = [*self.compacted.pop(name, []), *self.latest.pop(name)]
         return pa.concat_tables(held).combine_chunks()
+
+
+class _GatheredRows:
+    """Summary ranks' facts (`Summariser.facts`), by name: each COMPACT_EVERY ranks' rows made
+    one table (`Summariser.table`), so that the rows of every rank never exist at once."""
+
+    COMPACT_EVERY = _Gathered.COMPACT_EVERY
+
+    def __init__(self, summarise: Summariser | None) -> None:
+        self.summarise = summarise
+        self.held: dict[str, list[pa.Table]] = {}
+        self.rows: dict[str, list[dict]] = {}
+        self.ranks = 0  # whose rows are in `rows`
+
+    def add(self, facts: dict[str, list[dict]]) -> None:
+        if not facts:
+            return
+        for name, rows in facts.items():
+            self.rows.setdefault(name, []).extend(rows)
+        self.ranks += 1
+        if self.ranks == self.COMPACT_EVERY:
+            self._compact()
+
+    def _compact(self) -> None:
+        assert self.summarise is not None
+        for name, rows in self.rows.items():
+            self.held.setdefault(name, []).append(self.summarise.table(name, rows))
+        self.rows = {name: [] for name in self.rows}
+        self.ranks = 0
+
+    def tables(self) -> Iterator[tuple[str, pa.Table]]:
+        """Each name's table of every rank's rows."""
+        if self.ranks:
+            self._compact()
+        for name in list(self.held):
+            yield name, pa.concat_tables(self.held.pop(name)).combine_chunks()
 
 
 def _loaded_endpoints(part_of: pa.Table, rank_rows: list[dict[str, object]]) -> pa.Table:

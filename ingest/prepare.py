@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -24,12 +24,20 @@ from .steps import step_rows
 if TYPE_CHECKING:
     from .batch import LoadFile
 
-# A summary tier's figures of one rank (`ingest --summary`), computed by the read side (which
-# ingest does not import: the caller hands it in, a module-level function a worker can be
-# sent): called with the rank, its archive rows (`frame.FrameSource`), its keyed events and
-# its Step rows, and the run's index; named tables of kilobytes (a table's rows all carry
-# the rank), which the run keeps in its archive in place of the rank's events.
-Summariser = Callable[[int, pa.Table, pa.Table, pa.Table, int], dict[str, pa.Table]]
+
+class Summariser(Protocol):
+    """A summary tier's figures (`ingest --summary`), computed by the read side (which ingest
+    does not import: the caller hands in an object a worker can be sent). `facts`: of one rank,
+    from the rank, its archive rows (`frame.FrameSource`), its keyed events, its Step rows and
+    the run's index, named lists of rows (kilobytes; each row carries the rank), which the run
+    keeps in its archive in place of the rank's events; `table`: the rows of one name, of many
+    ranks, as the archive's table."""
+
+    def facts(
+        self, rank: int, rows: pa.Table, events: pa.Table, steps: pa.Table, run_idx: int
+    ) -> dict[str, list[dict]]: ...
+
+    def table(self, name: str, rows: list[dict]) -> pa.Table: ...
 
 
 @dataclass(frozen=True)
@@ -60,8 +68,9 @@ class PreparedRank:
     archive_hash: str = ""  # the content hash of the archived rows' file, where `archived`
     # the node and edge tables as files a worker wrote for the load (then the tables are empty)
     load_files: tuple[LoadFile, ...] = ()
-    # a summary rank's figures (`Summariser`); then its node, edge and archive tables are empty
-    facts: dict[str, pa.Table] = field(default_factory=dict)
+    # a summary rank's figures (`Summariser.facts`); then its node, edge and archive tables
+    # are empty
+    facts: dict[str, list[dict]] = field(default_factory=dict)
 
     @property
     def tier(self) -> str:
@@ -135,7 +144,7 @@ def summary_rank(trace: RankTrace, run: str, run_idx: int, summarise: Summariser
     found = {c["values"]: c["counts"] for c in by_label}
     counts = {label: found.get(label, 0) for label in schema.EVENT_LABELS}
     counts["cuda_sync"] = found.get("sync", 0)
-    facts = summarise(trace.rank, rows, events, steps, run_idx)
+    facts = summarise.facts(trace.rank, rows, events, steps, run_idx)
     # in the full ingest's order (its events sorted by label, ts, ev_idx): the Collective
     # nodes are numbered in the order their participants come
     is_kernel = collectives.collective_kernels(events)

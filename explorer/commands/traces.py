@@ -106,9 +106,9 @@ def _many_files(inputs: list[Path]) -> bool:
 
 
 def _summariser() -> Summariser:
-    from tracegraph.queries.report.summary_tier import summary_tables
+    from tracegraph.queries.report.summary_tier import SUMMARY_TIER
 
-    return summary_tables
+    return SUMMARY_TIER
 
 
 def _say_waiting(db: Path) -> None:

@@ -2,8 +2,10 @@
 events, and how the report reads it back.
 
 A worker computes the rank's share of the report with the very function the full report uses
-(`rank_facts`), over every step, and keeps it as small tables (the per-rank tables' rows and its
-findings), which the run's archive holds as `table-<name>.parquet`. The report of a run with
+(`rank_facts`), over every step, and sends it back as rows (the per-rank tables' rows, its
+findings and its memory copies: `SummaryTier.facts`); the ingest makes each name's rows of
+many ranks one table (`SummaryTier.table`), which the run's archive holds as
+`table-<name>.parquet`. The report of a run with
 summary ranks reads those rows for them; their collective arrivals (`CollectiveArrival`, loaded
 for every rank) give the stragglers, each rank's lateness and the spread across ranks. What
 needs a rank's events is not there for a summary rank: the critical path, what-if savings,
@@ -35,15 +37,26 @@ FINDINGS_SCHEMA = pa.schema(
 )  # fmt: skip
 
 
-def summary_tables(
-    rank: int, rows: pa.Table, events: pa.Table, steps: pa.Table, run_idx: int
-) -> dict[str, pa.Table]:
-    """A summary worker's tables of one rank (`ingest.prepare.Summariser`)."""
-    facts = summarise(rank, rows, events, steps, run_idx, SUMMARY_TOP)
-    out = {name: rows_table(facts.rows[name], TABLES[name]) for name in RANK_TABLES}
-    out[FINDINGS] = findings_table(facts.findings)
-    out[MEMORY] = rows_table(memory.event_rows(events), TABLES[MEMORY])
-    return out
+class SummaryTier:
+    """The summary tier's two halves (`ingest.prepare.Summariser`): a worker's facts of one rank
+    as rows of the per-rank tables, its findings and its memory copies; and, in the ingest's
+    main process, those rows of many ranks as one of the archive's tables (one conversion for
+    many ranks, not one per rank and table)."""
+
+    def facts(
+        self, rank: int, rows: pa.Table, events: pa.Table, steps: pa.Table, run_idx: int
+    ) -> dict[str, list[dict]]:
+        facts = summarise(rank, rows, events, steps, run_idx, SUMMARY_TOP)
+        out = {name: facts.rows[name] for name in RANK_TABLES}
+        out[FINDINGS] = findings_rows(facts.findings)
+        out[MEMORY] = memory.event_rows(events)
+        return out
+
+    def table(self, name: str, rows: list[dict]) -> pa.Table:
+        return rows_table(rows, FINDINGS_SCHEMA if name == FINDINGS else TABLES[name])
+
+
+SUMMARY_TIER = SummaryTier()
 
 
 def rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
@@ -54,8 +67,8 @@ def rows_table(rows: list[dict], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_struct_array(pa.array(rows, pa.struct(list(schema))))
 
 
-def findings_table(findings: Iterable[Finding]) -> pa.Table:
-    rows = [
+def findings_rows(findings: Iterable[Finding]) -> list[dict]:
+    return [
         {
             "kind": f.kind,
             "rank": f.rank,
@@ -70,7 +83,6 @@ def findings_table(findings: Iterable[Finding]) -> pa.Table:
         }
         for f in findings
     ]
-    return rows_table(rows, FINDINGS_SCHEMA)
 
 
 def findings_of(table: pa.Table) -> list[Finding]:

@@ -305,7 +305,7 @@ def test_a_summary_goes_in_batches_and_is_one_process_summary(
     task short): the same database and report as one process, and a bad file's own error in its
     place, passed over with keep_going as in one process."""
     from tracegraph import open as open_graph
-    from tracegraph.queries.report.summary_tier import summary_tables
+    from tracegraph.queries.report.summary_tier import SUMMARY_TIER
 
     monkeypatch.setattr(parallel, "LOCAL_BATCH_FILES", 3)
     sent: list[int] = []
@@ -313,18 +313,18 @@ def test_a_summary_goes_in_batches_and_is_one_process_summary(
     job = tmp_path / "job"
     files = write_per_rank(SyntheticConfig(ranks=7, steps=2, layers=1), job)
     one, two = tmp_path / "one.kz", tmp_path / "two.kz"
-    ingest([job], one, IngestOptions(run="job", jobs=1, summarise=summary_tables))
-    ingest([job], two, IngestOptions(run="job", jobs=2, summarise=summary_tables))
+    ingest([job], one, IngestOptions(run="job", jobs=1, summarise=SUMMARY_TIER))
+    ingest([job], two, IngestOptions(run="job", jobs=2, summarise=SUMMARY_TIER))
     assert sent == [3, 3, 1]  # three tasks, the last short
     assert dump(two) == dump(one)
     assert open_graph(two).report().to_json() == open_graph(one).report().to_json()
     files[4].write_text(files[4].read_text()[:1000])  # cut short, in the second task
     kept = {}
     for jobs in (1, 2):
-        options = IngestOptions(jobs=jobs, summarise=summary_tables)
+        options = IngestOptions(jobs=jobs, summarise=SUMMARY_TIER)
         with pytest.raises(TraceFormatError, match="rank4"):
             ingest([job], tmp_path / f"bad-{jobs}.kz", options)
-        going = IngestOptions(jobs=jobs, summarise=summary_tables, keep_going=True, run="job")
+        going = IngestOptions(jobs=jobs, summarise=SUMMARY_TIER, keep_going=True, run="job")
         kept[jobs] = ingest([job], tmp_path / f"kept-{jobs}.kz", going)
     assert [r.rank for r in kept[2].ranks] == [0, 1, 2, 3, 5, 6]
     assert kept[2].skipped == kept[1].skipped

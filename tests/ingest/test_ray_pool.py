@@ -95,23 +95,23 @@ def test_a_summary_on_ray_is_one_process_summary(
     same database, the same summary tables, and a bad file's own error in its place, passed
     over with keep_going as in one process."""
     from tracegraph.ingest import ray_pool
-    from tracegraph.queries.report.summary_tier import summary_tables
+    from tracegraph.queries.report.summary_tier import SUMMARY_TIER
 
     monkeypatch.setattr(ray_pool, "BATCH_FILES", 3)
     job = tmp_path / "job"
     files = write_per_rank(SyntheticConfig(ranks=7, steps=2, layers=1), job)
     one, on_ray = tmp_path / "one.kz", tmp_path / "ray.kz"
-    ingest([job], one, IngestOptions(run="job", jobs=1, summarise=summary_tables))
-    ingest([job], on_ray, IngestOptions(run="job", ray="auto", summarise=summary_tables))
+    ingest([job], one, IngestOptions(run="job", jobs=1, summarise=SUMMARY_TIER))
+    ingest([job], on_ray, IngestOptions(run="job", ray="auto", summarise=SUMMARY_TIER))
     assert dump(on_ray) == dump(one)
     assert open_graph(on_ray).report().to_json() == open_graph(one).report().to_json()
     files[4].write_text(files[4].read_text()[:1000])  # cut short, in the second task
     kept = {}
     for name, options in (("one", IngestOptions(jobs=1)), ("ray", IngestOptions(ray="auto"))):
         with pytest.raises(TraceFormatError, match="rank4"):
-            ingest([job], tmp_path / f"bad-{name}.kz", replace(options, summarise=summary_tables))
+            ingest([job], tmp_path / f"bad-{name}.kz", replace(options, summarise=SUMMARY_TIER))
         db = tmp_path / f"kept-{name}.kz"
-        going = replace(options, summarise=summary_tables, keep_going=True, run="job")
+        going = replace(options, summarise=SUMMARY_TIER, keep_going=True, run="job")
         kept[name] = ingest([job], db, going)
     assert [r.rank for r in kept["ray"].ranks] == [0, 1, 2, 3, 5, 6]
     assert kept["ray"].skipped == kept["one"].skipped

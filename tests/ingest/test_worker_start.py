@@ -10,13 +10,13 @@ from pathlib import Path
 
 from tracegraph.ingest.parallel import prepare_file
 from tracegraph.ingest.parse_options import ParseOptions
-from tracegraph.queries.report.summary_tier import summary_tables
+from tracegraph.queries.report.summary_tier import SUMMARY_TIER
 
 RANK = Path(__file__).resolve().parents[1] / "data" / "gloo_4r" / "clean" / "rank0.json.gz"
 
 
 def _summarised_without_pandas(path: Path) -> tuple[int, bool, str]:
-    outcome = prepare_file(path, True, ParseOptions(), "run", 0, summarise=summary_tables)
+    outcome = prepare_file(path, True, ParseOptions(), "run", 0, summarise=SUMMARY_TIER)
     why = ""
     try:
         import pandas  # noqa: F401
