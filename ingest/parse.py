@@ -1,8 +1,9 @@
 """One trace file → one RankTrace per rank (merged multi-rank files are split by rank).
 
 The entry that runs the read's stages in turn on a file whose JSON is held whole: its bytes
-(`file_bytes`), decoded into structs a chunk of events at a time (`decode`), their columns
-(`columns`), then the ranks (`ranks`). `read` streams larger files through the same stages.
+(`file_bytes`), decoded into structs (`decode`: in one pass up to `decode.WHOLE_DECODE_BYTES`,
+else a chunk of events at a time), their columns (`columns`), then the ranks (`ranks`). `read`
+streams larger files through the same stages.
 """
 
 from __future__ import annotations
