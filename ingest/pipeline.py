@@ -485,8 +485,8 @@ def _load(
     figures included: `summarise.table` makes their tables)."""
     edge_counts: dict[str, int] = {}
     summaries: list[RankSummary] = []
-    gathered = _Gathered()  # each rank's participants and steps
-    facts = _GatheredRows(summarise)
+    gathered = _Gathered()  # each rank's participants, steps and summary tables
+    facts = _GatheredRows(summarise, gathered)
     rank_rows: list[dict[str, object]] = []
     store = batch.store
     world_size = 0
@@ -516,8 +516,8 @@ def _load(
     arrivals = collectives.arrivals(participants, part_of, run)
     store.copy("CollectiveArrival", schema.conform(arrivals, schema.COLLECTIVE_ARRIVAL))
     steps = gathered.pop(STEPS)
-    for name, table in facts.tables():
-        writer.add_table(name, table)
+    for name in facts.flush():
+        writer.add_table(name, gathered.pop(name))
     store.copy("Rank", schema.conform(pa.Table.from_pylist(rank_rows), schema.RANK))
     store.copy("Step", schema.conform(steps, schema.STEP))
     world_size = world_size or len(summaries)
@@ -567,13 +567,11 @@ class _Gathered:
 
 class _GatheredRows:
     """Summary ranks' facts (`Summariser.facts`), by name: each COMPACT_EVERY ranks' rows made
-    one table (`Summariser.table`), so that the rows of every rank never exist at once."""
+    one table (`Summariser.table`) and handed to `into`, so that the rows of every rank never
+    exist at once."""
 
-    COMPACT_EVERY = _Gathered.COMPACT_EVERY
-
-    def __init__(self, summarise: Summariser | None) -> None:
-        self.summarise = summarise
-        self.held: dict[str, list[pa.Table]] = {}
+    def __init__(self, summarise: Summariser | None, into: _Gathered) -> None:
+        self.summarise, self.into = summarise, into
         self.rows: dict[str, list[dict]] = {}
         self.ranks = 0  # whose rows are in `rows`
 
@@ -583,22 +581,17 @@ class _GatheredRows:
         for name, rows in facts.items():
             self.rows.setdefault(name, []).extend(rows)
         self.ranks += 1
-        if self.ranks == self.COMPACT_EVERY:
-            self._compact()
+        if self.ranks == _Gathered.COMPACT_EVERY:
+            self.flush()
 
-    def _compact(self) -> None:
-        assert self.summarise is not None
-        for name, rows in self.rows.items():
-            self.held.setdefault(name, []).append(self.summarise.table(name, rows))
-        self.rows = {name: [] for name in self.rows}
-        self.ranks = 0
-
-    def tables(self) -> Iterator[tuple[str, pa.Table]]:
-        """Each name's table of every rank's rows."""
+    def flush(self) -> list[str]:
+        """Hand the rows held over as tables; the names of the facts."""
         if self.ranks:
-            self._compact()
-        for name in list(self.held):
-            yield name, pa.concat_tables(self.held.pop(name)).combine_chunks()
+            assert self.summarise is not None
+            for name, rows in self.rows.items():
+                self.into.add(name, self.summarise.table(name, rows))
+            self.rows, self.ranks = {name: [] for name in self.rows}, 0
+        return list(self.rows)
 
 
 def _loaded_endpoints(part_of: pa.Table, rank_rows: list[dict[str, object]]) -> pa.Table:
