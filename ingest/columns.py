@@ -6,7 +6,8 @@ every link needs as typed columns, and `drop` saying why an event is to be left 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from decimal import ROUND_HALF_EVEN, Context, Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any
@@ -59,16 +60,73 @@ def memory_counts(events: pa.Table) -> tuple[int, int]:
     return int(pc.sum(memory).as_py() or 0), int(pc.sum(kept).as_py() or 0)
 
 
-def event_table(path: Path, raw: list[RawEvent], first_idx: int, loose: bool) -> pa.Table:
+@dataclass(frozen=True)
+class LeftOutFlows:
+    """What a read that leaves the flow events out of the rows (`ParseOptions.flow_rows`)
+    keeps of them, for the counts and checks of a read that makes them rows: how many there
+    are, how many have no numeric `ts` (rows to drop), the earliest ts and the latest end."""
+
+    rows: int = 0
+    no_ts: int = 0
+    first_ts: int | None = None
+    last_end: int | None = None
+
+    def plus(self, other: LeftOutFlows) -> LeftOutFlows:
+        return LeftOutFlows(
+            self.rows + other.rows,
+            self.no_ts + other.no_ts,
+            _least(min, self.first_ts, other.first_ts),
+            _least(max, self.last_end, other.last_end),
+        )
+
+
+def _least(pick: Callable[[int, int], int], a: int | None, b: int | None) -> int | None:
+    return a if b is None else b if a is None else pick(a, b)
+
+
+def event_table(
+    path: Path, raw: list[RawEvent], first_idx: int, loose: bool, flow_rows: bool = True
+) -> tuple[pa.Table, LeftOutFlows]:
     """Columns of the complete ('X'), flow and `[memory]` events, and the events without a
     phase; ev_idx is the position in traceEvents (`raw` starts at position `first_idx`). `drop`
-    says why an event is to be left out (no ph, no numeric ts, a bad dur), null for the others."""
+    says why an event is to be left out (no ph, no numeric ts, a bad dur), null for the others.
+    `flow_rows` False: the flow events are not rows, and what the read's checks need of them is
+    the second value (else an empty one)."""
+    phases = [e.ph for e in raw]
+    row_phases = _ROW_PHASES if flow_rows else _ROW_PHASES_BUT_FLOWS
+    # and the `[memory]` instants: the caching allocator's record of each allocation or free
+    # (`profile_memory=True`), read by `ingest.memory_events`
     keep = [
         i
-        for i, e in enumerate(raw)
-        if e.ph == "X" or e.ph in FLOW_PHASES or e.ph is None or _is_memory(e)
+        for i, ph in enumerate(phases)
+        if ph in row_phases or (ph == "i" and raw[i].name == MEMORY_EVENT_NAME)
     ]
-    evs = [raw[i] for i in keep]
+    left_out = LeftOutFlows()
+    if not flow_rows:
+        flows = [i for i, ph in enumerate(phases) if ph in FLOW_PHASES]
+        left_out = _left_out(
+            path, [raw[i] for i in flows], pc.add(pa.array(flows, pa.int64()), first_idx)
+        )
+    return _rows(path, [raw[i] for i in keep], keep, first_idx, loose), left_out
+
+
+_ROW_PHASES = frozenset({"X", None, *FLOW_PHASES})
+_ROW_PHASES_BUT_FLOWS = frozenset({"X", None})
+
+
+def _left_out(path: Path, flows: list[RawEvent], ev_idx: pa.Array) -> LeftOutFlows:
+    if not flows:
+        return LeftOutFlows()
+    ts, _ = _ns_column(path, "ts", _joined([e.ts for e in flows]), ev_idx)
+    dur, _ = _ns_column(path, "dur", _joined([e.dur for e in flows]), ev_idx)
+    ends = pc.add(ts, pc.fill_null(dur, 0))
+    return LeftOutFlows(len(flows), ts.null_count, pc.min(ts).as_py(), pc.max(ends).as_py())
+
+
+def _rows(
+    path: Path, evs: list[RawEvent], keep: list[int], first_idx: int, loose: bool
+) -> pa.Table:
+    """The columns of the events `evs`, at positions `keep` of the chunk."""
     ev_idx = pc.add(pa.array(keep, pa.int64()), first_idx)
     cats = _str_column([e.cat for e in evs])
     phs = pa.array([e.ph for e in evs], pa.string())
@@ -111,12 +169,6 @@ def event_table(path: Path, raw: list[RawEvent], first_idx: int, loose: bool) ->
     columns.update(args)
     columns["drop"] = drop
     return pa.table(columns)
-
-
-def _is_memory(event: RawEvent) -> bool:
-    """A `[memory]` instant: the caching allocator's record of one allocation or free
-    (`profile_memory=True`), read by `ingest.memory_events`."""
-    return event.ph == "i" and event.name == MEMORY_EVENT_NAME
 
 
 def _decode_args(path: Path, args_raw: list[msgspec.Raw], ev_idx: pa.Array) -> dict[str, pa.Array]:

@@ -44,6 +44,7 @@ from .archive import is_partial_of, write_rank
 from .batch import write_load_files
 from .errors import IngestError, TraceFormatError, TracegraphError
 from .memory import returning_memory
+from .parse import FlowRowsNeeded
 from .parse_options import ParseOptions
 from .prepare import PreparedRank, Summariser, prepare_rank
 from .read import STREAM_BYTES, file_traces, not_a_trace, rank_traces
@@ -96,8 +97,18 @@ def prepare_file(
     run's partial archive `archive_dir` (the folder whose writer's token is `archive_token`:
     this machine, or a disk shared with it), it writes each rank's archive rows there rather
     than send them back; with `load_dir` (a local pool's, on this machine), its node and edge
-    tables as load files there."""
+    tables as load files there. A summary reads the file without its flow events first, and
+    again with them where it needs them or the read fails (which then fails as it would with
+    them)."""
     with returning_memory():
+        if summarise is not None and options.flow_rows:
+            try:
+                return _prepare_file(
+                    path, in_folder, replace(options, flow_rows=False), run, run_idx,
+                    archive_dir, archive_token, load_dir, summarise,
+                )  # fmt: skip
+            except (FlowRowsNeeded, TraceFormatError):
+                pass
         return _prepare_file(
             path, in_folder, options, run, run_idx, archive_dir, archive_token, load_dir, summarise
         )

@@ -16,7 +16,7 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .columns import DROP_REASONS, as_int, event_table, memory_counts
+from .columns import DROP_REASONS, NO_TS, LeftOutFlows, as_int, event_table, memory_counts
 from .decode import (
     CHUNK_EVENTS,
     EVENT_DECODERS,
@@ -65,6 +65,14 @@ class RankTrace:
     host: str | None = None
     # the GPU's name as `deviceProperties` gives it (of its device; None: the trace names none)
     gpu: str | None = None
+    # False: its flow events are not in `events` (`ParseOptions.flow_rows`), only counted
+    flow_rows: bool = True
+
+
+class FlowRowsNeeded(Exception):
+    """A read that left a file's flow events out of the rows (`ParseOptions.flow_rows`) finds
+    that it needs them (a merged file's ranks, a launch without its correlation's call): the
+    file is to be read again with them."""
 
 
 def parse_file(path: Path, options: ParseOptions = DEFAULT_OPTIONS) -> list[RankTrace]:
@@ -108,29 +116,34 @@ def _parse_json(
     if len(raw_events) > MAX_EV:
         raise TraceFormatError(path, f"trace has {len(raw_events):,} events, over {MAX_EV:,}")
     chunks: list[pa.Table] = []
+    left_out = LeftOutFlows()
     metadata: dict[int, dict[int, int]] = {}
     for start in range(0, len(raw_events), CHUNK_EVENTS):
         if decoded:
             events, loose = raw_events[start : start + CHUNK_EVENTS], False
         else:
             events, loose = _decoded_chunk(path, raw_events[start : start + CHUNK_EVENTS], start)
-        chunks.append(event_table(path, events, start, loose))
+        table, flows = event_table(path, events, start, loose, options.flow_rows)
+        chunks.append(table)
+        left_out = left_out.plus(flows)
         for pid, ranks in process_names(events, start).items():
             for rank, ev_idx in ranks.items():
                 metadata.setdefault(pid, {}).setdefault(rank, ev_idx)
     del raw_events, data
     events_table = pa.concat_tables(chunks)
     memory, memory_kept = memory_counts(events_table)
+    # where the flows are left out, these two refuse a file of flows only, which the retry
+    # with them (`FlowRowsNeeded`'s) reads as it would be read with them
     if events_table.num_rows == memory:
         raise TraceFormatError(path, "trace has no complete ('X') events")
     if events_table["drop"].null_count == memory_kept:
         dropped = _dropped(events_table)
         raise TraceFormatError(path, f"trace has no complete ('X') events to keep ({dropped})")
-    _check_span(path, events_table)
+    _check_span(path, events_table, left_out)
     # handed over in a list so that only _split_by_rank holds the table (it may reorder it)
     handover = [events_table]
     del events_table
-    return _split_by_rank(path, handover, metadata, shell, options)
+    return _split_by_rank(path, handover, metadata, shell, options, left_out)
 
 
 def _top_level(path: Path, data: bytes | bytearray) -> tuple[TraceShell, list | None, bool]:
@@ -170,11 +183,15 @@ def _dropped(events: pa.Table) -> str:
     return ", ".join(f"{c['counts']:,} with {DROP_REASONS[c['values']]}" for c in counts)
 
 
-def _check_span(path: Path, events: pa.Table) -> None:
+def _check_span(path: Path, events: pa.Table, left_out: LeftOutFlows) -> None:
     """Refuse timestamps so far apart that their difference overflows an INT64."""
     ts = events["ts"]
-    first = pc.min(ts).as_py()
-    last = pc.max(pc.add(ts, pc.fill_null(events["dur"], 0))).as_py()
+    rows = LeftOutFlows(
+        first_ts=pc.min(ts).as_py(),
+        last_end=pc.max(pc.add(ts, pc.fill_null(events["dur"], 0))).as_py(),
+    )
+    span = rows.plus(left_out)
+    first, last = span.first_ts, span.last_end
     if first is not None and last is not None and last - first >= 1 << 63:
         raise TraceFormatError(
             path, f"timestamps span {last - first} ns, more than an INT64 can hold"
@@ -187,6 +204,7 @@ def _split_by_rank(
     metadata: dict[int, dict[int, int]],
     top: TraceShell,
     options: ParseOptions,
+    left_out: LeftOutFlows,
 ) -> list[RankTrace]:
     """One RankTrace per rank of the file, in rank order: the whole file where it holds one
     rank, else its events split by the rank of each (`ranks.event_ranks`)."""
@@ -203,7 +221,10 @@ def _split_by_rank(
             rank = info_rank(path, dist)
         if rank is None:
             rank = arg_ranks[0] if arg_ranks else (next(iter(named_ranks), 0))
-        return [rank_trace(path, rank, events, top, world_size)]
+        flows = None if options.flow_rows else left_out
+        return [rank_trace(path, rank, events, top, world_size, flows)]
+    if not options.flow_rows:  # each flow event is to be given its rank, and may have none
+        raise FlowRowsNeeded(path)
     if options.rank is not None:
         raise TraceFormatError(path, "holds several ranks; --rank applies to single-rank files")
     rank = event_ranks(path, events, metadata, options)
@@ -228,9 +249,11 @@ def rank_trace(
     events: pa.Table,
     top: TraceShell,
     world_size: int | None,
+    left_out: LeftOutFlows | None = None,
 ) -> RankTrace:
     """One rank's trace from its events (those to drop counted by why and left out), with
-    the file's metadata: its devices, host, GPU and clock base."""
+    the file's metadata: its devices, host, GPU and clock base. `left_out`: the flow events
+    that are not among `events` (None: they are)."""
     if not 0 <= rank <= MAX_RANK:
         raise TraceFormatError(path, f"rank {rank} is out of range 0..{MAX_RANK} (pass --rank N)")
     dropped: dict[str, int] = {}
@@ -238,6 +261,8 @@ def rank_trace(
         counts = events["drop"].drop_null().value_counts().to_pylist()
         dropped = {c["values"]: c["counts"] for c in counts}
         events = events.filter(pc.is_null(events["drop"]))
+    if left_out is not None and left_out.no_ts:
+        dropped[NO_TS] = dropped.get(NO_TS, 0) + left_out.no_ts
     devices = pc.unique(pc.filter(events["device"], pc.equal(events["label"], "Kernel")))
     devices = devices.drop_null().to_pylist()
     device = min(devices) if devices else None
@@ -253,4 +278,5 @@ def rank_trace(
         dropped=dropped,
         host=file_host(top),
         gpu=gpu_name(top, device),
+        flow_rows=left_out is None,
     )

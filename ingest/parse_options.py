@@ -18,7 +18,9 @@ class ParseOptions:
     hold: `max_json_bytes` (gunzipped; None: file_bytes.MAX_JSON_BYTES) and, for a .gz whose
     JSON passes file_bytes.RATIO_FLOOR, at most `max_gzip_ratio` times its compressed size
     (None: file_bytes.MAX_GZIP_RATIO; 0: no ratio limit). How a large file is read: see
-    `read.rank_traces`."""
+    `read.rank_traces`. `flow_rows` False: a file read whole leaves its flow events out of the
+    rows (a summary reads them only where a launch has no correlation), yet counts and checks
+    them as rows (`columns.LeftOutFlows`)."""
 
     rank: int | None = None
     rank_of_pid: Mapping[int, int] = field(default_factory=dict)
@@ -28,6 +30,7 @@ class ParseOptions:
     # set aside on disk in a folder named after `spill_at` (None: the system's temp folder)
     stream_bytes: int | None = None
     spill_at: Path | None = None
+    flow_rows: bool = True
 
 
 DEFAULT_OPTIONS = ParseOptions()

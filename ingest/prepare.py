@@ -18,7 +18,7 @@ import pyarrow.compute as pc
 from . import collectives, link, nodes, schema, syncs
 from .edgesets.native.frame import frame_source
 from .memory import release_freed
-from .parse import RankTrace
+from .parse import FlowRowsNeeded, RankTrace
 from .steps import step_rows
 
 if TYPE_CHECKING:
@@ -101,6 +101,8 @@ def prepare_rank(
     """
     if summarise is not None:
         return summary_rank(trace, run, run_idx, summarise)
+    if not trace.flow_rows:  # its launches may need them
+        raise FlowRowsNeeded(trace.file)
     archive_rows = frame_source(trace).rows
     archive_hash = ""
     if keep_archive is not None:
@@ -144,14 +146,16 @@ def summary_rank(trace: RankTrace, run: str, run_idx: int, summarise: Summariser
     found = {c["values"]: c["counts"] for c in by_label}
     counts = {label: found.get(label, 0) for label in schema.EVENT_LABELS}
     counts["cuda_sync"] = found.get("sync", 0)
-    facts = summarise.facts(trace.rank, rows, events, steps, run_idx)
+    is_kernel = collectives.collective_kernels(events)
+    launches = _collective_launches(events, is_kernel, trace.flow_rows)
+    if launches is None:
+        raise FlowRowsNeeded(trace.file)
     # in the full ingest's order (its events sorted by label, ts, ev_idx): the Collective
     # nodes are numbered in the order their participants come
-    is_kernel = collectives.collective_kernels(events)
-    launches = _collective_launches(events, is_kernel)
     participants = collectives.participants(events, launches, is_kernel).sort_by(
         [("label", "ascending"), ("ts", "ascending"), ("id", "ascending")]
     )
+    facts = summarise.facts(trace.rank, rows, events, steps, run_idx)
     rank_row = _rank_row(trace, run, run_idx, events, counts) | {"tier": "summary"}
     return PreparedRank(
         trace.rank,
@@ -169,10 +173,12 @@ def summary_rank(trace: RankTrace, run: str, run_idx: int, summarise: Summariser
     )
 
 
-def _collective_launches(events: pa.Table, is_kernel: pa.ChunkedArray) -> pa.Table:
+def _collective_launches(
+    events: pa.Table, is_kernel: pa.ChunkedArray, flow_rows: bool
+) -> pa.Table | None:
     """The LAUNCHES edges of the rank's collective kernels (`is_kernel`: all a summary needs of
     them): from the calls of their correlations, or where one has no such call, from every
-    call and launch flow."""
+    call and launch flow; None where that is so but `events` hold no flow rows (`flow_rows`)."""
     needed = ["id", "label", "cat", "ph", "pid", "tid", "ts", "correlation", "flow_id"]
     narrow = events.select(needed)  # selected first: a filter copies
     kernels = narrow.filter(is_kernel)
@@ -184,6 +190,8 @@ def _collective_launches(events: pa.Table, is_kernel: pa.ChunkedArray) -> pa.Tab
     launches = link.launch_edges(pa.concat_tables([narrow.filter(owners), kernels]))
     if launches.num_rows == kernels.num_rows:  # a launch each: by correlation, as in full
         return launches
+    if not flow_rows:
+        return None
     keep = pc.or_(pc.is_in(label, pa.array(["Runtime", "flow"])), is_kernel)
     return link.launch_edges(narrow.filter(keep))
 

@@ -137,7 +137,7 @@ def _set_aside(path: Path, blocks: Iterable[bytes], spill: Spill) -> tuple[_Seen
             del array
             if seen.events + len(raw) > MAX_EV:
                 raise TraceFormatError(path, f"trace has over {MAX_EV:,} events")
-            table = columns.event_table(path, raw, seen.events, loose)
+            table, _ = columns.event_table(path, raw, seen.events, loose)  # flows as rows
             for pid, named in ranks.process_names(raw, seen.events).items():
                 for rank, ev_idx in named.items():
                     seen.named.setdefault(pid, {}).setdefault(rank, ev_idx)

@@ -340,3 +340,46 @@ def _counting(flush: Callable[..., None], sent: list[int]) -> Callable[..., None
         flush(self)
 
     return counted
+
+
+@needs_traces
+def test_a_summary_reads_the_flow_events_only_where_it_needs_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A summary worker reads a file without its flow events first, and again with them where a
+    collective kernel has no call of its correlation (the launch is its flow's), the file is
+    merged (each flow is given its rank) or the read fails: it sends what one read with them
+    gives, and fails as that read fails."""
+    from tracegraph.queries.report.summary_tier import SUMMARY_TIER
+
+    config = SyntheticConfig(ranks=2, steps=2, layers=1)
+    plain = write_per_rank(config, tmp_path / "job")[1]
+    cut = tmp_path / "cut.json"
+    cut.write_text(plain.read_text()[:5000])
+    read = parallel._prepare_file
+    reads: list[bool] = []
+
+    def spied(*args: object) -> parallel.FileOutcome:
+        reads.append(args[2].flow_rows)  # type: ignore[attr-defined]
+        return read(*args)  # type: ignore[arg-type]
+
+    def summary(prepare: Callable[..., parallel.FileOutcome], path: Path) -> object:
+        try:
+            outcome = prepare(path, False, ParseOptions(), "r", 0, None, None, None, SUMMARY_TIER)
+        except TraceFormatError as exc:
+            return str(exc)
+        ranks = [parallel._unpack(packed) for packed in outcome.ranks]
+        return [(p.rank_row, p.facts, p.participants, p.steps, p.summary) for p in ranks]
+
+    expected = {
+        plain: [False],
+        write_merged(config, tmp_path / "merged.json"): [False, True],
+        TRACES / "hta/negative_queue_length_values_check/rank0.json.gz": [False, True],
+        cut: [False, True],
+    }
+    monkeypatch.setattr(parallel, "_prepare_file", spied)
+    for path, taken in expected.items():
+        reads.clear()
+        first = summary(parallel.prepare_file, path)
+        assert reads == taken, path
+        assert first == summary(read, path), path  # one read, with the flow rows

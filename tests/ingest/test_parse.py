@@ -9,6 +9,7 @@ import pickle
 from decimal import ROUND_HALF_EVEN, Decimal
 from pathlib import Path
 
+import pyarrow.compute as pc
 import pytest
 
 from tracegraph.ingest import parse
@@ -285,3 +286,68 @@ def test_the_args_columns_equal_what_the_json_says(name: str) -> None:
             for column, keys in ARG_COLUMNS.items():
                 text = column in ("sync_kind", "pg_name", "coll_name")
                 assert row[column] == _arg_value(args, keys, text), (name, row["ev_idx"], column)
+
+
+# the three shared traces whose launches a summary reads from their flow events, and others
+FLOW_READS = (
+    *WHOLE_OR_CHUNKED,
+    "hta/negative_queue_length_values_check/rank0.json.gz",
+    "hta/trace_diff/test/test.json.gz",
+    "tracelens/traces/mi300/resnet_act_checkpoint.json.gz",
+)
+
+
+@needs_traces
+@pytest.mark.parametrize("name", FLOW_READS)
+def test_a_read_without_flow_rows_has_every_other_row_and_count(name: str) -> None:
+    """`flow_rows=False` (a summary's first read): the rows a read with them has, but for the
+    flow events, which are still counted among those dropped."""
+    path = trace(name)
+    with_flows = parse_file(path)
+    without = parse_file(path, ParseOptions(flow_rows=False))
+    assert [r.rank for r in without] == [r.rank for r in with_flows]
+    for a, b in zip(without, with_flows, strict=True):
+        kept = b.events.filter(pc.fill_null(pc.not_equal(b.events["label"], "flow"), True))
+        assert a.events.equals(kept)
+        assert (a.dropped, a.world_size, a.device, a.host, a.gpu, a.flow_rows) == (
+            b.dropped, b.world_size, b.device, b.host, b.gpu, False
+        )  # fmt: skip
+        assert b.flow_rows
+    flows_in_json = sum(e.get("ph") in ("s", "f", "t") for e in trace_events(load_json(path)))
+    assert flows_in_json == sum(pc.sum(pc.equal(b.events["label"], "flow")).as_py() or 0
+                                for b in with_flows)  # fmt: skip
+
+
+def flow_events(tmp_path: Path, *flows: dict[str, object]) -> Path:
+    """A trace of one cpu_op at ts 10 and the flow events `flows`."""
+    op = {"ph": "X", "cat": "cpu_op", "name": "mm", "pid": 7, "tid": 7, "ts": 10, "dur": 5}
+    base = {"ph": "s", "cat": "ac2g", "name": "launch", "pid": 7, "tid": 7, "id": 1}
+    events = [op, *({**base, **f} for f in flows)]
+    return write_json(tmp_path / "flows.json", json.dumps({"traceEvents": events}))
+
+
+def test_flow_events_left_out_are_counted_and_checked_as_rows(tmp_path: Path) -> None:
+    without = ParseOptions(flow_rows=False)
+    no_ts = flow_events(tmp_path, {"ts": "soon"}, {"ts": 12}, {"ph": "f"})
+    (a,), (b,) = parse_file(no_ts), parse_file(no_ts, without)
+    assert a.dropped == b.dropped == {"no ts": 2}
+    assert b.events["name"].to_pylist() == ["mm"]
+    # flows whose span (with a flow's dur) overflows an INT64 are refused either way
+    far = 4_600_000_000_000_000  # µs: within ±2^62 ns
+    for dur, refused in ((0, False), (100_000_000_000_000, True)):
+        path = flow_events(tmp_path, {"ts": -far}, {"ts": far, "dur": dur})
+        for options in (ParseOptions(), without):
+            if refused:
+                with pytest.raises(TraceFormatError, match="timestamps span"):
+                    parse_file(path, options)
+            else:
+                assert parse_file(path, options)[0].dropped == {}
+    with pytest.raises(TraceFormatError, match="out of range"):
+        parse_file(flow_events(tmp_path, {"ts": 1e17}), without)
+
+
+def test_a_merged_file_read_without_flow_rows_asks_for_them(tmp_path: Path) -> None:
+    """Each flow event of a merged file is given its rank (here by its pid): a read that left
+    them out cannot, and says so."""
+    with pytest.raises(parse.FlowRowsNeeded):
+        parse_file(merged_two_rank_file(tmp_path), ParseOptions(flow_rows=False))
