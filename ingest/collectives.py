@@ -19,8 +19,13 @@ _GLOO_PREFIX = "gloo:"
 
 
 def is_collective_kernel(events: pa.Table) -> pa.ChunkedArray:
-    """Per event, whether its name is an NCCL/RCCL kernel's (of GPU rows, the participants)."""
-    return pc.match_substring_regex(events["name"], _KERNEL_PATTERN)
+    """Per event, whether its name is an NCCL/RCCL kernel's (of GPU rows, the participants):
+    the pattern is matched once per distinct name (a rank has some dozens)."""
+    out = []
+    for chunk in events["name"].chunks:
+        names = pc.dictionary_encode(chunk)
+        out.append(pc.match_substring_regex(names.dictionary, _KERNEL_PATTERN).take(names.indices))
+    return pa.chunked_array(out, pa.bool_())
 
 
 def collective_kernels(events: pa.Table) -> pa.ChunkedArray:

@@ -85,14 +85,20 @@ def _least(pick: Callable[[int, int], int], a: int | None, b: int | None) -> int
 
 
 def event_table(
-    path: Path, raw: list[RawEvent], first_idx: int, loose: bool, flow_rows: bool = True
+    path: Path,
+    raw: list[RawEvent],
+    first_idx: int,
+    loose: bool,
+    flow_rows: bool = True,
+    phases: list[str | None] | None = None,
 ) -> tuple[pa.Table, LeftOutFlows]:
     """Columns of the complete ('X'), flow and `[memory]` events, and the events without a
     phase; ev_idx is the position in traceEvents (`raw` starts at position `first_idx`). `drop`
     says why an event is to be left out (no ph, no numeric ts, a bad dur), null for the others.
     `flow_rows` False: the flow events are not rows, and what the read's checks need of them is
-    the second value (else an empty one)."""
-    phases = [e.ph for e in raw]
+    the second value (else an empty one). `phases`: each event's ph, where the caller has them."""
+    if phases is None:
+        phases = [e.ph for e in raw]
     row_phases = _ROW_PHASES if flow_rows else _ROW_PHASES_BUT_FLOWS
     # and the `[memory]` instants: the caching allocator's record of each allocation or free
     # (`profile_memory=True`), read by `ingest.memory_events`
@@ -331,6 +337,9 @@ def _ns_column(
     Missing values and values that are no JSON number (a string, null, a list...) are null in
     ns; the second is True where a value is present but no number (False: none is). A number
     outside ±NS_LIMIT ns is an error naming the event."""
+    data = raw.buffers()[2]
+    if data is None or data.size == 0:  # every value missing (a flow's dur)
+        return pa.nulls(len(raw), pa.int64()), False
     text = _text_column(raw)
     # Arrow's decimal parser is only safe on plain numbers (it gives garbage on 40 digits and
     # crashes on 1e-2147483647): others (exponents, more than 6 decimals such as

@@ -123,10 +123,11 @@ def _parse_json(
             events, loose = raw_events[start : start + CHUNK_EVENTS], False
         else:
             events, loose = _decoded_chunk(path, raw_events[start : start + CHUNK_EVENTS], start)
-        table, flows = event_table(path, events, start, loose, options.flow_rows)
+        phases = [e.ph for e in events]
+        table, flows = event_table(path, events, start, loose, options.flow_rows, phases)
         chunks.append(table)
         left_out = left_out.plus(flows)
-        for pid, ranks in process_names(events, start).items():
+        for pid, ranks in process_names(events, start, phases).items():
             for rank, ev_idx in ranks.items():
                 metadata.setdefault(pid, {}).setdefault(rank, ev_idx)
     del raw_events, data

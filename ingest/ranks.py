@@ -25,11 +25,16 @@ from .schema import MAX_RANK
 _RANK_IN_NAME = re.compile(r"\brank[\s_:#=-]*(\d+)", re.IGNORECASE | re.ASCII)
 
 
-def process_names(raw: list[RawEvent], first_idx: int) -> dict[int, dict[int, int]]:
+def process_names(
+    raw: list[RawEvent], first_idx: int, phases: list[str | None] | None = None
+) -> dict[int, dict[int, int]]:
     """pid → {rank: index of the first event naming it} from metadata events whose name says
-    the rank (merged files); a pid may be named with several ranks (an error, if it matters)."""
+    the rank (merged files); a pid may be named with several ranks (an error, if it matters).
+    `phases`: each event's ph, where the caller has them."""
     ranks: dict[int, dict[int, int]] = {}
-    named = [i for i, e in enumerate(raw) if e.ph == "M"]  # a pass in the comprehension: fast
+    if phases is None:
+        phases = [e.ph for e in raw]
+    named = [i for i, ph in enumerate(phases) if ph == "M"]  # a pass in the comprehension: fast
     for i in named:
         e = raw[i]
         if e.name not in ("process_name", "process_labels"):

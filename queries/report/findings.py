@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from tracegraph.ingest import schema
-from tracegraph.ingest.intervals import Intervals, exclusive_shares, merged
+from tracegraph.ingest.intervals import Intervals, covered_between, exclusive_shares, merged
 
 from .activity import COMMUNICATION, COMPUTATION, NO_LAUNCH, GpuActivity
 from .analyses import Row
@@ -173,7 +173,7 @@ def _exposed_communication(
     comp = gpu.kernel_type == COMPUTATION
     lo, hi = merged(gpu.ts[comp], gpu.end[comp])
     # each collective kernel's time with no compute beside it
-    alone = np.array([_uncovered(int(gpu.ts[i]), int(gpu.end[i]), lo, hi) for i in comm])
+    alone = gpu.dur[comm] - covered_between(gpu.ts[comm], gpu.end[comm], (lo, hi))
     order = np.lexsort((gpu.ev_idx[comm], -alone))[:EVIDENCE_ROWS] if len(comm) else comm
     evidence = ids.of(gpu.ev_idx[comm][order])
     return [
@@ -194,13 +194,6 @@ def _exposed_communication(
             work_kind="gpu",
         )
     ]
-
-
-def _uncovered(start: int, end: int, lo: np.ndarray, hi: np.ndarray) -> int:
-    """How much of [start, end) no interval [lo, hi) covers (lo/hi disjoint, sorted)."""
-    a, b = np.searchsorted(hi, start, "right"), np.searchsorted(lo, end, "left")
-    covered = (np.minimum(hi[a:b], end) - np.maximum(lo[a:b], start)).clip(min=0).sum()
-    return end - start - int(covered)
 
 
 def _sync_forcing(

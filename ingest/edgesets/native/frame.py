@@ -198,7 +198,8 @@ def frame_source(trace: RankTrace, hta: bool = True) -> FrameSource:
         pc.not_equal(pc.fill_null(events["cat"], ""), "Trace"),
     )
     # args only where a stream is read from it, not copied for every row kept
-    needed = [c for c in FRAME_COLUMNS if c in events.column_names and c != "args"]
+    have = set(events.column_names)
+    needed = [c for c in FRAME_COLUMNS if c in have and c != "args"]
     kept = pc.indices_nonzero(pc.fill_null(keep, False))
     rows = events.select(needed).take(kept)
     if hta:
