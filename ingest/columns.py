@@ -90,39 +90,44 @@ def event_table(
     first_idx: int,
     loose: bool,
     flow_rows: bool = True,
-    phases: list[str | None] | None = None,
+    kinds: np.ndarray | None = None,
 ) -> tuple[pa.Table, LeftOutFlows]:
     """Columns of the complete ('X'), flow and `[memory]` events, and the events without a
     phase; ev_idx is the position in traceEvents (`raw` starts at position `first_idx`). `drop`
     says why an event is to be left out (no ph, no numeric ts, a bad dur), null for the others.
     `flow_rows` False: the flow events are not rows, and what the read's checks need of them is
-    the second value (else an empty one). `phases`: each event's ph, where the caller has them."""
-    if phases is None:
-        phases = [e.ph for e in raw]
-    row_phases = _ROW_PHASES if flow_rows else _ROW_PHASES_BUT_FLOWS
+    the second value (else an empty one). `kinds`: `phase_kinds(raw)`, where the caller has it."""
+    if kinds is None:
+        kinds = phase_kinds(raw)
+    rows = kinds == ROW_KIND
+    flows = np.flatnonzero(kinds == FLOW_KIND).tolist()
+    if flow_rows:
+        rows[flows] = True
     # and the `[memory]` instants: the caching allocator's record of each allocation or free
     # (`profile_memory=True`), read by `ingest.memory_events`
-    keep = [
-        i
-        for i, ph in enumerate(phases)
-        if ph in row_phases or (ph == "i" and raw[i].name == MEMORY_EVENT_NAME)
-    ]
+    instants = np.flatnonzero(kinds == INSTANT_KIND).tolist()
+    rows[[i for i in instants if raw[i].name == MEMORY_EVENT_NAME]] = True
+    keep = np.flatnonzero(rows).tolist()
     left_out = LeftOutFlows()
-    if not flow_rows:
-        flows = [i for i, ph in enumerate(phases) if ph in FLOW_PHASES]
-        left_out = _left_out(
-            path, [raw[i] for i in flows], pc.add(pa.array(flows, pa.int64()), first_idx)
-        )
+    if not flow_rows and flows:
+        ev_idx = pc.add(pa.array(flows, pa.int64()), first_idx)
+        left_out = _left_out(path, [raw[i] for i in flows], ev_idx)
     return _rows(path, [raw[i] for i in keep], keep, first_idx, loose), left_out
 
 
-_ROW_PHASES = frozenset({"X", None, *FLOW_PHASES})
-_ROW_PHASES_BUT_FLOWS = frozenset({"X", None})
+# each event's kind by its phase: a row's (complete, or none), a flow's, an instant's, metadata
+OTHER_KIND, ROW_KIND, FLOW_KIND, INSTANT_KIND, METADATA_KIND = range(5)
+_KIND_OF_PHASE = {"X": ROW_KIND, None: ROW_KIND, **dict.fromkeys(FLOW_PHASES, FLOW_KIND),
+                  "i": INSTANT_KIND, "M": METADATA_KIND}  # fmt: skip
+
+
+def phase_kinds(raw: list[RawEvent]) -> np.ndarray:
+    """Each event's kind by its phase (`ROW_KIND`...), in one pass over the events."""
+    kind = _KIND_OF_PHASE.get
+    return np.array([kind(e.ph, OTHER_KIND) for e in raw], np.int8)
 
 
 def _left_out(path: Path, flows: list[RawEvent], ev_idx: pa.Array) -> LeftOutFlows:
-    if not flows:
-        return LeftOutFlows()
     ts, _ = _ns_column(path, "ts", _joined([e.ts for e in flows]), ev_idx)
     dur, _ = _ns_column(path, "dur", _joined([e.dur for e in flows]), ev_idx)
     ends = pc.add(ts, pc.fill_null(dur, 0))

@@ -16,7 +16,15 @@ import msgspec
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .columns import DROP_REASONS, NO_TS, LeftOutFlows, as_int, event_table, memory_counts
+from .columns import (
+    DROP_REASONS,
+    NO_TS,
+    LeftOutFlows,
+    as_int,
+    event_table,
+    memory_counts,
+    phase_kinds,
+)
 from .decode import (
     CHUNK_EVENTS,
     EVENT_DECODERS,
@@ -123,11 +131,11 @@ def _parse_json(
             events, loose = raw_events[start : start + CHUNK_EVENTS], False
         else:
             events, loose = _decoded_chunk(path, raw_events[start : start + CHUNK_EVENTS], start)
-        phases = [e.ph for e in events]
-        table, flows = event_table(path, events, start, loose, options.flow_rows, phases)
+        kinds = phase_kinds(events)
+        table, flows = event_table(path, events, start, loose, options.flow_rows, kinds)
         chunks.append(table)
         left_out = left_out.plus(flows)
-        for pid, ranks in process_names(events, start, phases).items():
+        for pid, ranks in process_names(events, start, kinds).items():
             for rank, ev_idx in ranks.items():
                 metadata.setdefault(pid, {}).setdefault(rank, ev_idx)
     del raw_events, data

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .columns import as_int
+from .columns import METADATA_KIND, as_int, phase_kinds
 from .decode import RawEvent, TraceShell, json_excerpt
 from .errors import TraceFormatError
 from .parse_options import ParseOptions
@@ -26,15 +27,15 @@ _RANK_IN_NAME = re.compile(r"\brank[\s_:#=-]*(\d+)", re.IGNORECASE | re.ASCII)
 
 
 def process_names(
-    raw: list[RawEvent], first_idx: int, phases: list[str | None] | None = None
+    raw: list[RawEvent], first_idx: int, kinds: np.ndarray | None = None
 ) -> dict[int, dict[int, int]]:
     """pid → {rank: index of the first event naming it} from metadata events whose name says
     the rank (merged files); a pid may be named with several ranks (an error, if it matters).
-    `phases`: each event's ph, where the caller has them."""
+    `kinds`: `columns.phase_kinds(raw)`, where the caller has it."""
     ranks: dict[int, dict[int, int]] = {}
-    if phases is None:
-        phases = [e.ph for e in raw]
-    named = [i for i, ph in enumerate(phases) if ph == "M"]  # a pass in the comprehension: fast
+    if kinds is None:
+        kinds = phase_kinds(raw)
+    named = np.flatnonzero(kinds == METADATA_KIND).tolist()
     for i in named:
         e = raw[i]
         if e.name not in ("process_name", "process_labels"):
