@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import ints
+
 _KERNEL_PATTERN = r"^(?i)(nccl|rccl)"
 _KERNEL_NAME = r"(?i)^(?:nccl|rccl)(?:Dev)?Kernel_(?P<op>[A-Za-z]+)"
 _GLOO_PREFIX = "gloo:"
@@ -98,10 +100,10 @@ def message_args(args: str | None) -> str | None:
 def _anchors(part: pa.Table, events: pa.Table, launches: pa.Table) -> pa.Array:
     """Per participant, its launching call's earliest start, else its own start."""
     calls = events.select(["id", "ts"]).filter(pc.equal(events["label"], "Runtime"))
-    call_id = _filled(calls["id"])
+    call_id = ints(calls["id"])
     order = np.argsort(call_id, kind="stable")
-    call_id, call_ts = call_id[order], _filled(calls["ts"])[order]
-    src, dst = _filled(launches["from_id"]), _filled(launches["to_id"])
+    call_id, call_ts = call_id[order], ints(calls["ts"])[order]
+    src, dst = ints(launches["from_id"]), ints(launches["to_id"])
     at = np.minimum(np.searchsorted(call_id, src), max(len(call_id) - 1, 0))
     known = call_id[at] == src if len(call_id) else np.zeros(len(src), bool)
     # per launched id, its earliest call: the first of its launches by (id, ts)
@@ -111,10 +113,10 @@ def _anchors(part: pa.Table, events: pa.Table, launches: pa.Table) -> pa.Array:
     lead = np.ones(len(dst), bool)
     lead[1:] = dst[1:] != dst[:-1]
     dst, ts = dst[lead], ts[lead]
-    ids = _filled(part["id"])
+    ids = ints(part["id"])
     pos = np.minimum(np.searchsorted(dst, ids), max(len(dst) - 1, 0))
     found = dst[pos] == ids if len(dst) else np.zeros(len(ids), bool)
-    own = _filled(part["ts"])
+    own = ints(part["ts"])
     return pa.array(np.where(found, ts[pos] if len(dst) else own, own), pa.int64())
 
 
@@ -123,7 +125,7 @@ def match(parts: pa.Table, run: str, run_idx: int) -> tuple[pa.Table, pa.Table]:
     n = parts.num_rows
     has_seq = pc.is_valid(parts["seq"]).to_numpy(zero_copy_only=False)
     order_in_group = _order_within(parts)
-    seq_or_order = np.where(has_seq, _filled(parts["seq"]), order_in_group)
+    seq_or_order = np.where(has_seq, ints(parts["seq"]), order_in_group)
     # by seq: one instance per (group, seq); by order: per (group, op, k)
     op_key = pc.if_else(pa.array(has_seq), pa.scalar(""), parts["op"])
     keys = pa.table(
@@ -180,10 +182,6 @@ def arrivals(parts: pa.Table, part_of: pa.Table, run: str) -> pa.Table:
             "args": parts["args"],
         }
     )
-
-
-def _filled(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return pc.fill_null(column, -1).to_numpy().astype(np.int64, copy=False)
 
 
 def _order_within(parts: pa.Table) -> np.ndarray:

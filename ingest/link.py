@@ -10,6 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import ints
+
 # Tie-break for ranges with identical bounds: the outer one comes first.
 _NESTING_PRIORITY = {
     "user_annotation": 0,
@@ -36,11 +38,9 @@ LAUNCH_FLOW_CATEGORIES = ("ac2g", "async", "async_cpu_to_gpu")
 def rows_of(events: pa.Table, labels: tuple[str, ...], columns: list[str]) -> pa.Table:
     """The given columns of the rows with these labels (selected first: filtering copies)."""
     narrow = events.select(list(dict.fromkeys([*columns, "label"])))
-    return narrow.filter(pc.is_in(narrow["label"], pa.array(labels))).select(columns)
-
-
-def _filled(column: pa.ChunkedArray | pa.Array, value: int = -1) -> np.ndarray:
-    return pc.fill_null(column, value).to_numpy().astype(np.int64, copy=False)
+    label = narrow["label"]
+    wanted = pc.equal(label, labels[0]) if len(labels) == 1 else pc.is_in(label, pa.array(labels))
+    return narrow.filter(wanted).select(columns)
 
 
 def call_edges(events: pa.Table) -> pa.Table:
@@ -143,16 +143,16 @@ _POINT_PRIORITY = 99  # after every range of the same bounds
 def _thread_keys(cpu: pa.Table) -> list[np.ndarray]:
     """pid, tid, start, end, nesting priority and ev_idx of CPU ranges."""
     start = cpu["ts"].to_numpy()
-    end = start + _filled(cpu["dur"], 0)
-    priority = _filled(_map_priority(cpu["cat"]), 9)
-    return [_filled(cpu["pid"]), _filled(cpu["tid"]), start, end, priority, _filled(cpu["ev_idx"])]
+    end = start + ints(cpu["dur"], 0)
+    priority = ints(_map_priority(cpu["cat"]), 9)
+    return [ints(cpu["pid"]), ints(cpu["tid"]), start, end, priority, ints(cpu["ev_idx"])]
 
 
 def _point_keys(points: pa.Table) -> list[np.ndarray]:
-    start = _filled(points["ts"])
+    start = ints(points["ts"])
     priority = np.full(points.num_rows, _POINT_PRIORITY, np.int64)
-    return [_filled(points["pid"]), _filled(points["tid"]), start, start, priority,
-            _filled(points["ev_idx"])]  # fmt: skip
+    return [ints(points["pid"]), ints(points["tid"]), start, start, priority,
+            ints(points["ev_idx"])]  # fmt: skip
 
 
 def _nesting(keys: list[np.ndarray], is_range: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -253,9 +253,9 @@ def _flow_launches(events: pa.Table, runtime: pa.Table, gpu: pa.Table) -> pa.Tab
 def stream_edges(events: pa.Table) -> pa.Table:
     """NEXT_ON_STREAM: each GPU activity → the next one on its (device, stream), with the gap."""
     gpu = rows_of(events, ("Kernel",), ["id", "device", "stream", "ts", "dur", "ev_idx"])
-    device, stream = _filled(gpu["device"]), _filled(gpu["stream"])
+    device, stream = ints(gpu["device"]), ints(gpu["stream"])
     start = gpu["ts"].to_numpy()
-    end = start + _filled(gpu["dur"], 0)
+    end = start + ints(gpu["dur"], 0)
     order = np.lexsort((gpu["ev_idx"].to_numpy(), start, stream, device))
     device, stream, start, end = device[order], stream[order], start[order], end[order]
     ids = gpu["id"].to_numpy()[order]

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.arrays import ints
 from tracegraph.ingest.edgesets.native.frame import Frame, FrameSource, Strings, rank_frame
 from tracegraph.ingest.link import one_call_per_correlation
 
@@ -102,12 +103,12 @@ def exact_activity(source: FrameSource) -> GpuActivity:
     rows = source.rows
     label = rows["label"]
     gpu_rows = rows.filter(pc.equal(label, "Kernel"))
-    ts = _ints(gpu_rows, "ts", 0)
-    dur = _ints(gpu_rows, "dur", 0)
+    ts = ints(gpu_rows["ts"], 0)
+    dur = ints(gpu_rows["dur"], 0)
     stream = np.array(
         pc.fill_null(pc.coalesce(gpu_rows["stream"], gpu_rows["tid"]), -1).to_numpy(), np.int64
     )
-    device = _ints(gpu_rows, "pid", -1)
+    device = ints(gpu_rows["pid"])
     lane = np.unique(device * (1 << 32) + (stream & 0xFFFFFFFF), return_inverse=True)[1]
     name = Strings.of(gpu_rows["name"])
     calls = rows.filter(pc.equal(label, "Runtime")).select(
@@ -133,7 +134,7 @@ def exact_activity(source: FrameSource) -> GpuActivity:
         source.rank,
         False,
         1,
-        _ints(gpu_rows, "ev_idx", -1),
+        ints(gpu_rows["ev_idx"]),
         ts,
         dur,
         stream,
@@ -154,8 +155,8 @@ def _launch_of(
     found = at >= 0
     launch_ts = np.full(gpu_rows.num_rows, NO_LAUNCH, np.int64)
     call_dur = np.zeros(gpu_rows.num_rows, np.int64)
-    launch_ts[found] = _ints(calls, "ts", 0)[at[found]]
-    call_dur[found] = _ints(calls, "dur", 0)[at[found]]
+    launch_ts[found] = ints(calls["ts"], 0)[at[found]]
+    call_dur[found] = ints(calls["dur"], 0)[at[found]]
     return launch_ts, call_dur
 
 
@@ -166,14 +167,14 @@ def launching_calls(kernels: pa.Table, calls: pa.Table, owner: pa.Table) -> np.n
     out = np.full(kernels.num_rows, -1, np.int64)
     if owner.num_rows == 0 or kernels.num_rows == 0:
         return out
-    corr = _ints(kernels, "correlation", -1)
+    corr = ints(kernels["correlation"])
     keys = owner["correlation"].to_numpy()
     order = np.argsort(keys, kind="stable")
     keys = keys[order]
     at = np.minimum(np.searchsorted(keys, corr), len(keys) - 1)
     found = (keys[at] == corr) & (corr >= 0)
     call_ev = owner["from_id"].to_numpy()[order][at]
-    call_ev_all = _ints(calls, "ev_idx", -1)  # file order: sorted
+    call_ev_all = ints(calls["ev_idx"])  # file order: sorted
     position = np.minimum(np.searchsorted(call_ev_all, call_ev), len(call_ev_all) - 1)
     found &= call_ev_all[position] == call_ev
     out[found] = position[found]
@@ -228,7 +229,3 @@ def _hta_launches(frame: Frame, gpu_rows: np.ndarray) -> pa.Table:
 def _types(name: Strings) -> np.ndarray:
     table = np.array([kernel_type(v or "") for v in name.values] + [OTHER], np.int8)
     return table[name.codes]
-
-
-def _ints(rows: pa.Table, column: str, default: int) -> np.ndarray:
-    return np.array(pc.fill_null(rows[column], default).to_numpy(), np.int64)

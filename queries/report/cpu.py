@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.arrays import ints
 from tracegraph.ingest.edgesets.native.frame import Strings
 from tracegraph.ingest.intervals import Intervals, merged
 from tracegraph.ingest.row_codes import row_codes
@@ -41,20 +42,17 @@ class CpuEvents:
     def of(rows: pa.Table) -> CpuEvents:
         cpu = rows.filter(pc.is_in(rows["label"], pa.array(["Op", "Runtime"])))
 
-        def ints(column: str) -> np.ndarray:
-            return np.array(pc.fill_null(cpu[column], -1).to_numpy(), np.int64)
-
-        pid, tid = ints("pid"), ints("tid")
+        pid, tid = ints(cpu["pid"]), ints(cpu["tid"])
         thread = row_codes(pid, tid)[0]
-        ts = ints("ts")
+        ts = ints(cpu["ts"])
         return CpuEvents(
-            ints("ev_idx"),
+            ints(cpu["ev_idx"]),
             np.asarray(pc.equal(cpu["label"], "Runtime").to_numpy(zero_copy_only=False), bool),
             Strings.of(pc.fill_null(cpu["cat"], "")),
             Strings.of(pc.fill_null(cpu["name"], "")),
             thread,
             ts,
-            ts + np.maximum(ints("dur"), 0),
+            ts + np.maximum(ints(cpu["dur"]), 0),
         )
 
     def names_where(self, test: Callable[[str], bool]) -> np.ndarray:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from ...arrays import ints
 from ...parse import RankTrace
 
 NS_PER_US = 1000
@@ -175,10 +176,6 @@ def _mask(array: pa.Array | pa.ChunkedArray) -> np.ndarray:
     return np.asarray(pc.fill_null(array, False).to_numpy(zero_copy_only=False), bool)
 
 
-def _ints(table: pa.Table, column: str, default: int = -1) -> np.ndarray:
-    return np.array(pc.fill_null(table[column], default).to_numpy(), np.int64)
-
-
 @dataclass(frozen=True)
 class FrameSource:
     """What a rank's frames are built from: the rows HTA reads (every event with `dur` and `cat`,
@@ -206,7 +203,7 @@ def frame_source(trace: RankTrace, hta: bool = True) -> FrameSource:
         args = events["args"]
         stream = _hta_stream(rows, lambda at: args.take(kept.take(pa.array(at, pa.int64()))))
     else:
-        stream = _ints(rows, "stream")
+        stream = ints(rows["stream"])
     return FrameSource(trace.rank, rows.append_column("hta_stream", pa.array(stream, pa.int64())))
 
 
@@ -223,18 +220,18 @@ def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: 
     rows = source.rows
     if not hta:
         rows = rows.take(canonical_order(rows))
-    ts_ns, dur_ns = _ints(rows, "ts", 0), _ints(rows, "dur", 0)
+    ts_ns, dur_ns = ints(rows["ts"], 0), ints(rows["dur"], 0)
     ts, dur, unit = _times(ts_ns, dur_ns) if hta_times else (ts_ns, dur_ns, 1)
     origin = int(ts.min()) if len(ts) else 0
     ts = ts - origin
     kind = _kinds(rows["label"])
-    pid = _ints(rows, "pid") if hta else _pid_numbers(_ints(rows, "pid"), ts_ns)
-    wait_on_stream = _ints(rows, "wait_on_stream")
+    pid = ints(rows["pid"]) if hta else _pid_numbers(ints(rows["pid"]), ts_ns)
+    wait_on_stream = ints(rows["wait_on_stream"])
     if hta:
-        stream = _ints(rows, "hta_stream")
+        stream = ints(rows["hta_stream"])
     else:
         stream, wait_on_stream = _lanes(rows, kind, pid, wait_on_stream)
-    correlation = _ints(rows, "correlation")
+    correlation = ints(rows["correlation"])
     name, cat = Strings.of(rows["name"]), Strings.of(rows["cat"])
     if hta:
         device_sync = name.isin(DEVICE_SYNC_NAMES)
@@ -252,13 +249,13 @@ def rank_frame(source: FrameSource | RankTrace, *, hta_times: bool, hta_quirks: 
         cat=cat,
         name=name,
         pid=pid,
-        tid=_ints(rows, "tid"),
+        tid=ints(rows["tid"]),
         ts=ts,
         dur=dur,
         stream=stream,
         correlation=correlation,
         wait_on_stream=wait_on_stream,
-        wait_corr=_ints(rows, "wait_on_event_corr"),
+        wait_corr=ints(rows["wait_on_event_corr"]),
         index_correlation=index_correlation,
         unit_ns=unit,
         origin=origin,
@@ -295,7 +292,7 @@ def canonical_order(rows: pa.Table) -> pa.Array:
     per-rank file and a merged one), give the same sequence of events; only events alike in
     every key are left in file order, and those are interchangeable.
     """
-    pid = _pid_numbers(_ints(rows, "pid"), _ints(rows, "ts", 0))
+    pid = _pid_numbers(ints(rows["pid"]), ints(rows["ts"], 0))
     keyed = rows.append_column("_pid", pa.array(pid, pa.int64()))
     keys = [k for k in CANONICAL_KEYS if k[0] in keyed.column_names]
     return pc.sort_indices(keyed, sort_keys=keys)
@@ -372,7 +369,7 @@ def _downcast_dtype(values: np.ndarray) -> np.dtype:
 def _hta_stream(rows: pa.Table, args_at: Callable[[np.ndarray], pa.ChunkedArray]) -> np.ndarray:
     """`args.stream` as HTA reads it: `int(value)`, -1 where absent or not an int literal
     (ROCm writes "0x0"); `stream_id` is ignored. `args_at(positions)`: those rows' args."""
-    stream = _ints(rows, "stream")
+    stream = ints(rows["stream"])
     # Only rows where tracegraph found a stream can differ (stream_id, or a non-decimal text).
     suspect = np.nonzero(stream != -1)[0]
     # a slice at a time: a kernel's args are long, and all of them at once are a large copy
