@@ -99,10 +99,11 @@ def event_table(
     the second value (else an empty one). `kinds`: `phase_kinds(raw)`, where the caller has it."""
     if kinds is None:
         kinds = phase_kinds(raw)
-    rows = kinds == ROW_KIND
-    flows = np.flatnonzero(kinds == FLOW_KIND).tolist()
+    rows = (kinds == COMPLETE_KIND) | (kinds == NO_PHASE_KIND)
+    is_flow = (kinds >= FLOW_KINDS[0]) & (kinds <= FLOW_KINDS[-1])
+    flows = np.flatnonzero(is_flow).tolist()
     if flow_rows:
-        rows[flows] = True
+        rows |= is_flow
     # and the `[memory]` instants: the caching allocator's record of each allocation or free
     # (`profile_memory=True`), read by `ingest.memory_events`
     instants = np.flatnonzero(kinds == INSTANT_KIND).tolist()
@@ -112,17 +113,20 @@ def event_table(
     if not flow_rows and flows:
         ev_idx = pc.add(pa.array(flows, pa.int64()), first_idx)
         left_out = _left_out(path, [raw[i] for i in flows], ev_idx)
-    return _rows(path, [raw[i] for i in keep], keep, first_idx, loose), left_out
+    phases = _PHASE_OF_KIND.take(pa.array(kinds[keep]))
+    return _rows(path, [raw[i] for i in keep], keep, first_idx, loose, phases), left_out
 
 
-# each event's kind by its phase: a row's (complete, or none), a flow's, an instant's, metadata
-OTHER_KIND, ROW_KIND, FLOW_KIND, INSTANT_KIND, METADATA_KIND = range(5)
-_KIND_OF_PHASE = {"X": ROW_KIND, None: ROW_KIND, **dict.fromkeys(FLOW_PHASES, FLOW_KIND),
-                  "i": INSTANT_KIND, "M": METADATA_KIND}  # fmt: skip
+# each event's kind: its phase as a number (another phase than these: OTHER_KIND)
+_PHASE_OF_KIND = pa.array([None, "X", None, "s", "f", "t", "i", "M"], pa.string())
+OTHER_KIND, COMPLETE_KIND, NO_PHASE_KIND = 0, 1, 2
+FLOW_KINDS = (3, 4, 5)  # s, f, t
+INSTANT_KIND, METADATA_KIND = 6, 7
+_KIND_OF_PHASE = {ph: k for k, ph in enumerate(_PHASE_OF_KIND.to_pylist()) if k != OTHER_KIND}
 
 
 def phase_kinds(raw: list[RawEvent]) -> np.ndarray:
-    """Each event's kind by its phase (`ROW_KIND`...), in one pass over the events."""
+    """Each event's kind (`COMPLETE_KIND`...), in one pass over the events."""
     kind = _KIND_OF_PHASE.get
     return np.array([kind(e.ph, OTHER_KIND) for e in raw], np.int8)
 
@@ -135,12 +139,11 @@ def _left_out(path: Path, flows: list[RawEvent], ev_idx: pa.Array) -> LeftOutFlo
 
 
 def _rows(
-    path: Path, evs: list[RawEvent], keep: list[int], first_idx: int, loose: bool
+    path: Path, evs: list[RawEvent], keep: list[int], first_idx: int, loose: bool, phs: pa.Array
 ) -> pa.Table:
-    """The columns of the events `evs`, at positions `keep` of the chunk."""
+    """The columns of the events `evs`, at positions `keep` of the chunk, with phases `phs`."""
     ev_idx = pc.add(pa.array(keep, pa.int64()), first_idx)
     cats = _str_column([e.cat for e in evs])
-    phs = pa.array([e.ph for e in evs], pa.string())
     is_x = pc.fill_null(pc.equal(phs, "X"), False)
     other = pc.if_else(
         pc.fill_null(pc.equal(phs, "i"), False),
