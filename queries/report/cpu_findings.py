@@ -392,6 +392,8 @@ def _recompute(r: RankEvents) -> list[Finding]:
     cpu = r.cpu
     nodes = ~cpu.is_runtime & cpu.named(("autograd::engine::evaluate_function:",))
     forward = ~cpu.is_runtime & cpu.name_in(FORWARD_OPS)
+    if not (nodes.any() and forward.any()):
+        return []
     rows = np.nonzero(cpu.top_level(cpu.inside(forward, nodes)))[0]
     if len(rows) < r.steps:  # at least one per step
         return []
