@@ -8,6 +8,8 @@ Grouping is by hash over all ranks at once, so the cost is linear in the number 
 
 from __future__ import annotations
 
+from typing import Any
+
 import msgspec
 import numpy as np
 import pyarrow as pa
@@ -79,19 +81,27 @@ MESSAGE_ARGS = ("In msg nelems", "Out msg nelems", "dtype")
 FIRST_INPUT_ARGS = ("Input Dims", "Input type")
 
 
+# those fields alone, in that order: the others (the group's ranks) are skipped, not built
+_MessageArgs = msgspec.defstruct(
+    "_MessageArgs",
+    [(f"f{i}", Any, msgspec.field(default=msgspec.UNSET, name=key))
+     for i, key in enumerate(MESSAGE_ARGS + FIRST_INPUT_ARGS)],
+)  # fmt: skip
+_MESSAGE_ARGS = msgspec.json.Decoder(_MessageArgs)
+
+
 def message_args(args: str | None) -> str | None:
-    """The args JSON text reduced to what says a collective's message size (None: none)."""
+    """The args JSON text reduced to what says a collective's message size (None: none, or
+    the args are no JSON object)."""
     if not args:
         return None
     try:
-        data = msgspec.json.decode(args)
-    except msgspec.DecodeError:
+        values = msgspec.structs.astuple(_MESSAGE_ARGS.decode(args))
+    except msgspec.DecodeError:  # a ValidationError too: not an object
         return None
-    if not isinstance(data, dict):
-        return None
-    kept = {k: data[k] for k in MESSAGE_ARGS if k in data}
-    for key in FIRST_INPUT_ARGS:
-        value = data.get(key)
+    message = values[: len(MESSAGE_ARGS)]
+    kept = {k: v for k, v in zip(MESSAGE_ARGS, message, strict=True) if v is not msgspec.UNSET}
+    for key, value in zip(FIRST_INPUT_ARGS, values[len(MESSAGE_ARGS) :], strict=True):
         if isinstance(value, list) and value:
             kept[key] = value[:1]
     return msgspec.json.encode(kept).decode() if kept else None
