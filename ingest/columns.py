@@ -278,7 +278,16 @@ def _text_column(binary: pa.Array) -> pa.Array:
     except pa.ArrowInvalid:
         values = binary.to_pylist()
         text = pa.array([b.decode("utf-8", "replace") for b in values], pa.string())
-    return pc.if_else(pc.equal(pc.binary_length(text), 0), pa.scalar(None, pa.string()), text)
+    if text.null_count or text.offset:
+        return pc.if_else(pc.equal(pc.binary_length(text), 0), pa.scalar(None, pa.string()), text)
+    # a validity bitmap over the same buffers: the text is not copied
+    _, offsets, data = text.buffers()
+    present = np.diff(np.frombuffer(offsets, np.int32, len(text) + 1)) != 0
+    missing = len(text) - int(np.count_nonzero(present))
+    if missing == 0:
+        return text
+    validity = pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(pa.string(), len(text), [validity, offsets, data], missing)
 
 
 def _str_column(values: list[Any]) -> pa.Array:
