@@ -197,13 +197,16 @@ def frame_source(trace: RankTrace, hta: bool = True) -> FrameSource:
     # args only where a stream is read from it, not copied for every row kept
     have = set(events.column_names)
     needed = [c for c in FRAME_COLUMNS if c in have and c != "args"]
-    kept = pc.indices_nonzero(pc.fill_null(keep, False))
+    keep = pc.fill_null(keep, False)
+    if not hta:  # a summary's: where every row is kept (a rank read without its flows), no copy
+        rows = events.select(needed)
+        rows = rows if pc.all(keep).as_py() else rows.filter(keep)
+        stream = pa.array(ints(rows["stream"]), pa.int64())
+        return FrameSource(trace.rank, rows.append_column("hta_stream", stream))
+    kept = pc.indices_nonzero(keep)
     rows = events.select(needed).take(kept)
-    if hta:
-        args = events["args"]
-        stream = _hta_stream(rows, lambda at: args.take(kept.take(pa.array(at, pa.int64()))))
-    else:
-        stream = ints(rows["stream"])
+    args = events["args"]
+    stream = _hta_stream(rows, lambda at: args.take(kept.take(pa.array(at, pa.int64()))))
     return FrameSource(trace.rank, rows.append_column("hta_stream", pa.array(stream, pa.int64())))
 
 
