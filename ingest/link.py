@@ -189,9 +189,18 @@ def launch_edges(events: pa.Table) -> pa.Table:
     (ac2g / async) that ends on the activity."""
     runtime = rows_of(events, ("Runtime",), ["id", "cat", "correlation", "ts", "pid", "tid"])
     gpu = rows_of(events, ("Kernel",), ["id", "correlation", "ts", "pid", "tid"])
+    by_corr, found = launches_by_correlation(runtime, gpu)
+    unmatched = gpu.filter(pa.array(~found))
+    by_flow = _flow_launches(events, runtime, unmatched)
+    return pa.concat_tables([by_corr, by_flow])
+
+
+def launches_by_correlation(runtime: pa.Table, gpu: pa.Table) -> tuple[pa.Table, np.ndarray]:
+    """The LAUNCHES edges by correlation of the GPU rows `gpu` (id, correlation) from the
+    runtime calls `runtime` (id, cat, correlation, ts), and which GPU rows have one."""
     launcher = one_call_per_correlation(runtime)
     corr = launcher["correlation"].to_numpy()
-    gpu_corr = pc.fill_null(gpu["correlation"], 0).to_numpy().astype(np.int64, copy=False)
+    gpu_corr = ints(gpu["correlation"], 0)
     valid = pc.is_valid(gpu["correlation"]).to_numpy(zero_copy_only=False)
     at = np.minimum(np.searchsorted(corr, gpu_corr), max(len(corr) - 1, 0))
     found = valid & (corr[at] == gpu_corr) if len(corr) else np.zeros(len(gpu_corr), bool)
@@ -202,9 +211,7 @@ def launch_edges(events: pa.Table) -> pa.Table:
             "via": pa.array(["correlation"] * int(found.sum()), pa.string()),
         }
     )
-    unmatched = gpu.filter(pa.array(~found))
-    by_flow = _flow_launches(events, runtime, unmatched)
-    return pa.concat_tables([by_corr, by_flow])
+    return by_corr, found
 
 
 def one_call_per_correlation(runtime: pa.Table) -> pa.Table:

@@ -187,8 +187,8 @@ def _collective_launches(
         pc.equal(label, "Runtime"),
         pc.is_in(narrow["correlation"], value_set=kernels["correlation"].drop_null()),
     )
-    launches = link.launch_edges(pa.concat_tables([narrow.filter(owners), kernels]))
-    if launches.num_rows == kernels.num_rows:  # a launch each: by correlation, as in full
+    launches, found = link.launches_by_correlation(narrow.filter(owners), kernels)
+    if found.all():  # a launch each: by correlation, as in full
         return launches
     if not flow_rows:
         return None
