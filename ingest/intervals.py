@@ -69,9 +69,16 @@ def exclusive_shares(sets: list[Intervals]) -> dict[int, int | float]:
     mask = np.cumsum(d)  # the sets covering [t[i], t[i+1])
     width = np.diff(t)
     live = (mask[:-1] > 0) & (width > 0)
+    masks, widths = mask[:-1][live], width[live]
+    if np.issubdtype(widths.dtype, np.integer):  # exact in any order: summed by mask at once
+        order = np.argsort(masks, kind="stable")
+        masks, widths = masks[order], widths[order]
+        starts = np.flatnonzero(np.r_[True, masks[1:] != masks[:-1]]) if len(masks) else masks
+        sums = np.add.reduceat(widths, starts) if len(masks) else widths
+        return dict(zip(masks[starts].tolist(), sums.tolist(), strict=True))
     out: dict[int, int | float] = {}
-    for m in np.unique(mask[:-1][live]).tolist():
-        out[int(m)] = width[live & (mask[:-1] == m)].sum().item()
+    for m in np.unique(masks).tolist():  # floats: numpy's pairwise sum of each mask's widths
+        out[int(m)] = widths[masks == m].sum().item()
     return out
 
 
