@@ -27,7 +27,6 @@ KERNEL_CATEGORIES = frozenset(
     {"kernel", "gpu_memcpy", "gpu_memset", "Kernel", "Memcpy", "Memset", "mtia_ccp_events"}
 )
 SYNC_CATEGORY = "cuda_sync"
-FLOW_PHASES = frozenset({"s", "f", "t"})
 MEMORY_EVENT_NAME = "[memory]"
 MEMORY_LABEL = "memory"  # the label of the rows of `[memory]` instants (no graph node label)
 
