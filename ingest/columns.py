@@ -271,14 +271,12 @@ def _joined(raw: list[msgspec.Raw]) -> pa.Array:
 
 
 def _text_column(binary: pa.Array) -> pa.Array:
-    """UTF-8 text of raw JSON values (`_joined`); empty → null."""
+    """UTF-8 text of raw JSON values (`_joined`: no null, no offset); empty → null."""
     try:
         text = pc.cast(binary, pa.string())
     except pa.ArrowInvalid:
         values = binary.to_pylist()
         text = pa.array([b.decode("utf-8", "replace") for b in values], pa.string())
-    if text.null_count or text.offset:
-        return pc.if_else(pc.equal(pc.binary_length(text), 0), pa.scalar(None, pa.string()), text)
     # a validity bitmap over the same buffers: the text is not copied
     _, offsets, data = text.buffers()
     present = np.diff(np.frombuffer(offsets, np.int32, len(text) + 1)) != 0

@@ -195,12 +195,10 @@ def _dropped(events: pa.Table) -> str:
 def _check_span(path: Path, events: pa.Table, left_out: LeftOutFlows) -> None:
     """Refuse timestamps so far apart that their difference overflows an INT64."""
     ts = events["ts"]
-    rows = LeftOutFlows(
-        first_ts=pc.min(ts).as_py(),
-        last_end=pc.max(pc.add(ts, pc.fill_null(events["dur"], 0))).as_py(),
-    )
-    span = rows.plus(left_out)
-    first, last = span.first_ts, span.last_end
+    firsts = [pc.min(ts).as_py(), left_out.first_ts]
+    lasts = [pc.max(pc.add(ts, pc.fill_null(events["dur"], 0))).as_py(), left_out.last_end]
+    first = min((t for t in firsts if t is not None), default=None)
+    last = max((t for t in lasts if t is not None), default=None)
     if first is not None and last is not None and last - first >= 1 << 63:
         raise TraceFormatError(
             path, f"timestamps span {last - first} ns, more than an INT64 can hold"

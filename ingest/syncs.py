@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import ints
 from .link import launch_edges, rows_of
 from .row_codes import row_codes
 
@@ -87,7 +88,7 @@ def _edges(
 
 
 def _columns(table: pa.Table, names: list[str]) -> dict[str, np.ndarray]:
-    return {n: pc.fill_null(table[n], -1).to_numpy().astype(np.int64, copy=False) for n in names}
+    return {n: ints(table[n]) for n in names}
 
 
 def _call_by_correlation(runtime: pa.Table) -> dict[str, np.ndarray]:

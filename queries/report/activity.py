@@ -105,9 +105,7 @@ def exact_activity(source: FrameSource) -> GpuActivity:
     gpu_rows = rows.filter(pc.equal(label, "Kernel"))
     ts = ints(gpu_rows["ts"], 0)
     dur = ints(gpu_rows["dur"], 0)
-    stream = np.array(
-        pc.fill_null(pc.coalesce(gpu_rows["stream"], gpu_rows["tid"]), -1).to_numpy(), np.int64
-    )
+    stream = ints(pc.coalesce(gpu_rows["stream"], gpu_rows["tid"]))
     device = ints(gpu_rows["pid"])
     lane = np.unique(device * (1 << 32) + (stream & 0xFFFFFFFF), return_inverse=True)[1]
     name = Strings.of(gpu_rows["name"])

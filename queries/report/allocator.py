@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracegraph.ingest import schema
+from tracegraph.ingest.arrays import ints
 from tracegraph.ingest.runs import resolve_run
 from tracegraph.ingest.store import GraphStore
 
@@ -58,20 +59,20 @@ class _Events:
 
     @classmethod
     def of(cls, table: pa.Table) -> _Events:
-        def ints(name: str, default: int) -> np.ndarray:
-            return pc.fill_null(table[name], default).to_numpy().astype(np.int64)
+        def column(name: str, default: int) -> np.ndarray:
+            return ints(table[name], default)
 
-        order = np.lexsort((ints("ev_idx", 0), ints("ts", 0)))
-        kind, index = ints("device_type", -1), ints("device_id", -1)
+        order = np.lexsort((column("ev_idx", 0), column("ts", 0)))
+        kind, index = column("device_type", -1), column("device_id", -1)
         return cls(
-            ints("ts", 0)[order],
-            ints("pid", -1)[order],
-            ints("tid", -1)[order],
+            column("ts", 0)[order],
+            column("pid", -1)[order],
+            column("tid", -1)[order],
             ((kind << 32) + index + 1)[order],
-            ints("bytes", 0)[order],
-            ints("total_allocated", -1)[order],
-            ints("total_reserved", -1)[order],
-            ints("addr", NO_ADDR)[order],
+            column("bytes", 0)[order],
+            column("total_allocated", -1)[order],
+            column("total_reserved", -1)[order],
+            column("addr", NO_ADDR)[order],
         )
 
 
@@ -277,12 +278,12 @@ class _Ranges:
         named = rows.select(["cat", "name", "pid", "tid", "ts", "dur"]).filter(
             pc.is_in(rows["cat"], value_set=pa.array(NAMED_CATEGORIES))
         )
-        ts = pc.fill_null(named["ts"], 0).to_numpy().astype(np.int64)
+        ts = ints(named["ts"], 0)
         return cls(
-            pc.fill_null(named["pid"], -1).to_numpy().astype(np.int64),
-            pc.fill_null(named["tid"], -1).to_numpy().astype(np.int64),
+            ints(named["pid"]),
+            ints(named["tid"]),
             ts,
-            ts + pc.fill_null(named["dur"], 0).to_numpy().astype(np.int64),
+            ts + ints(named["dur"], 0),
             pc.fill_null(named["name"], "").to_pylist(),
         )
 

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.arrays import ints
 from tracegraph.ingest.edgesets.native.frame import FrameSource, rank_frame
 
 from .analyses import Row
@@ -36,7 +37,7 @@ def gpu_annotations(source: FrameSource, hta: bool, window: StepWindow | None = 
         mine = pc.and_(mine, pc.and_(pc.greater_equal(ts, window.ts), pc.less(ts, window.end)))
     picked = rows.select(["name", "dur"]).filter(mine)
     names = pc.fill_null(picked["name"], "").to_pylist()
-    durations = pc.fill_null(picked["dur"], 0).to_numpy().astype(np.int64)
+    durations = ints(picked["dur"], 0)
     return _rows(source.rank, names, durations)
 
 

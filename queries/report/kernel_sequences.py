@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.arrays import ints
 from tracegraph.ingest.link import innermost_holding, nesting_depths, range_parents
 
 from .analyses import Row
@@ -76,7 +77,7 @@ def sequence_rows(
     while (held := level >= 0).any():
         call = np.where(held & candidate[np.maximum(level, 0)], level, call)
         level = np.where(held, parent[np.maximum(level, 0)], -1)
-    ts = pc.fill_null(ranges["ts"], 0).to_numpy().astype(np.int64)
+    ts = ints(ranges["ts"], 0)
     mine = call >= 0
     if window is not None:
         mine &= (ts[np.maximum(call, 0)] >= window.ts) & (ts[np.maximum(call, 0)] < window.end)
@@ -90,7 +91,7 @@ def sequence_rows(
     kernel_ns = np.add.reduceat(spent, first) if len(first) else np.zeros(0, np.int64)
     kernel_names = kernels.name[order].tolist()
     op_names = names.to_numpy(zero_copy_only=False)
-    dur = pc.fill_null(ranges["dur"], 0).to_numpy().astype(np.int64)
+    dur = ints(ranges["dur"], 0)
     ev_idx = ranges["ev_idx"].to_numpy()
     groups: dict[tuple[str, str], list[int]] = {}
     for k in np.flatnonzero(keep).tolist():

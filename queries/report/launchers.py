@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.arrays import ints
 from tracegraph.ingest.link import innermost_holding, one_call_per_correlation
 
 from .activity import launching_calls
@@ -263,7 +264,7 @@ def _busy_one(start: np.ndarray, stop: np.ndarray) -> int:
 
 
 def _ints(table: pa.Table, column: str) -> np.ndarray:
-    return pc.fill_null(table[column], -1).to_numpy().astype(np.int64)
+    return ints(table[column])
 
 
 class _ShapeArgs(msgspec.Struct):

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.arrays import ints
 from tracegraph.ingest.row_codes import row_codes
 from tracegraph.ingest.store import GraphStore
 
@@ -55,8 +56,8 @@ def rows_of(table: pa.Table) -> list[Row]:
     kinds = sorted(set(kind_of_name))  # codes in name order: groups sort as the names do
     code = np.array([kinds.index(k) for k in kind_of_name], np.int64)
     kind = code[names.indices.to_numpy(zero_copy_only=False)]
-    rank = pc.fill_null(table["rank"], -1).to_numpy().astype(np.int64)
-    dur = pc.fill_null(table["dur"], 0).to_numpy().astype(np.int64)
+    rank = ints(table["rank"])
+    dur = ints(table["dur"], 0)
     found = pc.extract_regex(pc.fill_null(table["args"], ""), r'"bytes":\s*(?P<b>[0-9]+)[,}\s]')
     sized = pc.is_valid(found).to_numpy(zero_copy_only=False) & (dur > 0)
     size = np.zeros(len(dur), np.int64)

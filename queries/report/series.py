@@ -16,6 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.arrays import ints
 from tracegraph.ingest.edgesets.records import run_source
 from tracegraph.ingest.store import GraphStore
 
@@ -51,7 +52,7 @@ def bandwidth_series(copies: pa.Table) -> pa.Table:
     args = pc.fill_null(copies["args"], "")
     recorded = pc.extract_regex(args, r'"memory bandwidth \(GB/s\)":\s*(?P<g>[-+0-9.eE]+)[,}\s]')
     found = pc.extract_regex(args, r'"bytes":\s*(?P<b>[0-9]+)[,}\s]')
-    dur = pc.fill_null(copies["dur"], 0).to_numpy().astype(np.int64)
+    dur = ints(copies["dur"], 0)
     has_rate = pc.is_valid(recorded).to_numpy(zero_copy_only=False)
     sized = (pc.is_valid(found).to_numpy(zero_copy_only=False) & (dur > 0)) | has_rate
     size = np.zeros(len(dur))

@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tracegraph.ingest.arrays import ints
 from tracegraph.ingest.link import (
     ancestor_paths,
     innermost_holding,
@@ -110,10 +111,10 @@ def call_tree(rows: pa.Table, kernels: LaunchedKernels | None = None) -> CallTre
         "ProfilerStep#N" if _STEP_NUMBER.match(s) else s
         for s in pc.fill_null(nodes["name"], "").to_pylist()
     ]
-    ts = pc.fill_null(nodes["ts"], 0).to_numpy().astype(np.int64)
-    dur = pc.fill_null(nodes["dur"], 0).to_numpy().astype(np.int64)
-    pid = pc.fill_null(nodes["pid"], -1).to_numpy().astype(np.int64)
-    tid = pc.fill_null(nodes["tid"], -1).to_numpy().astype(np.int64)
+    ts = ints(nodes["ts"], 0)
+    dur = ints(nodes["dur"], 0)
+    pid = ints(nodes["pid"])
+    tid = ints(nodes["tid"])
     thread = row_codes(pid, tid)[0]
     kernels = launched_kernels(rows) if kernels is None else kernels
     gpu = np.zeros(n, np.int64)

@@ -327,7 +327,7 @@ def _lanes(
     rows: pa.Table, kind: np.ndarray, pid: np.ndarray, wait_on_stream: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """tracegraph's streams: one lane per (device, stream) of GPU rows, -1 on the CPU side."""
-    raw = np.array(pc.coalesce(rows["stream"], rows["tid"]).fill_null(-1).to_numpy(), np.int64)
+    raw = ints(pc.coalesce(rows["stream"], rows["tid"]))
     gpu = (kind == KIND_KERNEL) | (kind == KIND_SYNC)
     keys = pid[gpu] * (1 << 32) + (raw[gpu] & 0xFFFFFFFF)
     lanes, inverse = np.unique(keys, return_inverse=True)
